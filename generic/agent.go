@@ -1,0 +1,465 @@
+package generic
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strconv"
+	"sync"
+	"time"
+
+	cloudevents "github.com/cloudevents/sdk-go/v2"
+
+	"github.com/workwire/sdk-go/generic/types"
+	"github.com/workwire/sdk-go/options"
+)
+
+// reResyncWindow is how soon after its own reconnect an agent repeats its
+// spec resync when a source's status resync shows the source reconnected
+// too. It spans the sources' reconnect backoff (at most 30s by default).
+const reResyncWindow = 2 * time.Minute
+
+// AgentClient is the cluster side of the protocol: it hands specs from
+// sources to its handlers and publishes statuses back. It drops specs older
+// than what it holds. On start, on every reconnect and periodically it asks
+// sources for the specs it lacks; it answers sources' status resync requests
+// from its Lister.
+//
+// It is goroutine-safe. Handlers run on its worker goroutines.
+type AgentClient[T Object] struct {
+	c    *core[T]
+	cfg  agentConfig
+	held map[types.DataType]*heldIndex // fixed at construction
+	seq  sequence
+}
+
+// NewAgentClient returns the agent client of clusterName that sends through
+// tr, which it owns from now on (Close closes it). lister lists the
+// resources the agent holds; hash gives their status hashes; codecs (one per
+// data type) decode and encode them. It does no network I/O.
+func NewAgentClient[T Object](clusterName string, tr options.Transport, lister Lister[T], hash StatusHashGetter[T], codecs []Codec[T], opts ...AgentOption) (*AgentClient[T], error) {
+	cfg := agentConfig{config: defaultConfig(), agentID: clusterName}
+	for i, o := range opts {
+		if o == nil {
+			return nil, fmt.Errorf("new agent client: option %d is nil", i)
+		}
+		o.applyAgent(&cfg)
+	}
+	c, err := newCore(SideAgent, clusterName, tr, lister, hash, codecs, cfg.config)
+	if err != nil {
+		return nil, err
+	}
+	if cfg.agentID == "" {
+		return nil, fmt.Errorf("new agent client: agent ID is empty")
+	}
+	c.ceSource = cfg.agentID
+	a := &AgentClient[T]{c: c, cfg: cfg, held: make(map[types.DataType]*heldIndex), seq: sequence{now: time.Now}}
+	for _, codec := range c.codecs.list {
+		a.held[codec.DataType()] = &heldIndex{m: make(map[string]heldEntry)}
+	}
+	c.logic = a
+	c.subs = options.AgentSubscriptions(clusterName, c.codecs.dataTypeNames())
+	return a, nil
+}
+
+// Start connects the transport and starts the workers. It blocks until the
+// transport is connected and subscribed or ctx ends (see
+// options.Transport.Start); the client then runs until Close. A client
+// starts once; after a failed Start, it is closed.
+func (a *AgentClient[T]) Start(ctx context.Context) error { return a.c.start(ctx) }
+
+// Close stops the client and its transport and waits for its goroutines,
+// or until ctx ends. It is idempotent.
+func (a *AgentClient[T]) Close(ctx context.Context) error { return a.c.close(ctx) }
+
+// Subscribe adds handlers for specs received from sources. Call it before
+// Start.
+func (a *AgentClient[T]) Subscribe(handlers ...ResourceHandler[T]) error {
+	return a.c.subscribe(handlers)
+}
+
+// Publish sends obj's status (t must be a status update_request) to the
+// source its codec names in the originalsource extension. It waits for the
+// publish rate limiter, then until the transport has sent the event.
+func (a *AgentClient[T]) Publish(ctx context.Context, t types.EventType, obj T) error {
+	if t.SubResource != types.SubResourceStatus || t.Action != types.UpdateRequest {
+		return fmt.Errorf("publish %s: %w: an agent publishes status update requests", t, ErrWrongEventType)
+	}
+	codec, err := a.c.codecs.get(t.DataType)
+	if err != nil {
+		return fmt.Errorf("publish %s: %w", t, err)
+	}
+	t.DataType = codec.DataType()
+	evt, route, err := a.encodeStatus(codec, t, obj)
+	if err != nil {
+		return fmt.Errorf("publish %s: %w", t, err)
+	}
+	return a.c.publish(ctx, route, t, evt)
+}
+
+// Resync asks every source for the specs of dataType (zero: every data
+// type) newer than what the Lister holds. It blocks until the request is sent.
+func (a *AgentClient[T]) Resync(ctx context.Context, dataType types.DataType) error {
+	return a.c.resync(ctx, dataType)
+}
+
+var _ Interface[Object] = (*AgentClient[Object])(nil)
+
+// encodeStatus encodes obj's status and stamps what the protocol adds: the
+// cluster name and the next sequenceid.
+func (a *AgentClient[T]) encodeStatus(codec Codec[T], t types.EventType, obj T) (*cloudevents.Event, options.Route, error) {
+	evt, err := codec.Encode(a.c.ceSource, t, obj)
+	if err != nil {
+		return nil, options.Route{}, fmt.Errorf("encode: %w", err)
+	}
+	source, err := types.RequiredString(evt, types.ExtOriginalSource)
+	if err != nil {
+		return nil, options.Route{}, err
+	}
+	evt.SetExtension(types.ExtClusterName, a.c.id)
+	evt.SetExtension(types.ExtSequenceID, strconv.FormatUint(a.seq.next(), 10))
+	return evt, options.Route{Role: options.RoleStatus, Source: source, Cluster: a.c.id}, nil
+}
+
+func (a *AgentClient[T]) classify(d *options.Delivery, et types.EventType) (*task, DropReason, error) {
+	evt := d.Event
+	codec, err := a.c.codecs.get(et.DataType)
+	if err != nil {
+		return nil, DropUnknownDataType, err
+	}
+	source := d.Route.Source
+	if source == "" {
+		source = evt.Source()
+	}
+	if source == "" {
+		return nil, DropMalformed, fmt.Errorf("no source")
+	}
+	switch {
+	case et.SubResource == types.SubResourceSpec && et.Action != types.ResyncRequest:
+		if d.Route.Cluster != "" && d.Route.Cluster != a.c.id {
+			return nil, DropForeign, fmt.Errorf("spec for cluster %q", d.Route.Cluster)
+		}
+		if ext, ok, err := types.StringExtension(evt, types.ExtClusterName); err != nil {
+			return nil, DropMalformed, err
+		} else if ok && ext != a.c.id {
+			return nil, DropForeign, fmt.Errorf("spec for cluster %q", ext)
+		}
+		id, err := types.RequiredString(evt, types.ExtResourceID)
+		if err != nil {
+			return nil, DropMalformed, err
+		}
+		version, err := types.RequiredInt64(evt, types.ExtResourceVersion)
+		if err != nil {
+			return nil, DropMalformed, err
+		}
+		_, deleting, err := types.TimeExtension(evt, types.ExtDeletionTimestamp)
+		if err != nil {
+			return nil, DropMalformed, err
+		}
+		deleting = deleting || et.Action == types.DeleteRequest
+		lane := laneUpdate
+		if deleting {
+			lane = laneDelete
+		}
+		et.DataType = codec.DataType()
+		return &task{
+			kind: taskEvent, lane: lane, evt: evt, et: et,
+			route:      options.Route{Role: options.RoleSpec, Source: source, Cluster: a.c.id},
+			resourceID: id, version: version, deleting: deleting,
+		}, "", nil
+	case et.SubResource == types.SubResourceStatus && et.Action == types.ResyncRequest:
+		return &task{
+			kind: taskResyncRequest, lane: laneResync, batches: []*cloudevents.Event{evt},
+			route:    options.Route{Role: options.RoleStatusResync, Source: source},
+			dataType: codec.DataType(),
+		}, "", nil
+	default:
+		return nil, DropUnexpected, fmt.Errorf("an agent does not handle %s events", et)
+	}
+}
+
+func (a *AgentClient[T]) handleEvent(ctx context.Context, t *task) error {
+	held := a.held[t.et.DataType]
+	if h, ok := held.get(t.resourceID); ok {
+		if h.source != "" && h.source != t.route.Source {
+			return &dropError{reason: DropForeign, err: fmt.Errorf("source %q sent %s for resource %s, which source %q owns", t.route.Source, t.et.Action, t.resourceID, h.source)}
+		}
+		if t.version < h.version {
+			return &dropError{reason: DropStale, err: fmt.Errorf("spec of %s at version %d, holding %d", t.resourceID, t.version, h.version)}
+		}
+	}
+	codec, err := a.c.codecs.get(t.et.DataType)
+	if err != nil {
+		return &dropError{reason: DropUnknownDataType, err: err}
+	}
+	obj, err := codec.Decode(t.evt)
+	if err != nil {
+		return &dropError{reason: DropDecode, err: &DecodeError{EventID: t.evt.ID(), EventType: t.evt.Type(), Err: err}}
+	}
+	if err := a.c.callHandlers(ctx, t.et, obj); err != nil {
+		return err
+	}
+	held.set(t.resourceID, t.version, t.route.Source)
+	return nil
+}
+
+// answerResync answers one batch of a source's status resync request: it
+// sends the status of every resource the batch names whose hash differs,
+// and, with the last batch, of every resource of that source no batch named.
+func (a *AgentClient[T]) answerResync(ctx context.Context, source string, dt types.DataType, batch *cloudevents.Event) error {
+	c := a.c
+	resyncID, index, total, err := batchInfo(batch)
+	if err != nil {
+		return malformed(err)
+	}
+	req, err := types.DecodeStatusHashList(batch.Data())
+	if err != nil {
+		return malformed(err)
+	}
+	key := sessionKey{peer: source, dt: dt}
+	sess, fresh := c.sessions.open(key, resyncID, total, c.cfg.sessionTTL, time.Now())
+	if fresh {
+		// The source just (re)connected. If we also reconnected lately (a
+		// broker restart drops both), our own spec resync may have gone out
+		// before the source was back: ask again.
+		if time.Since(time.Unix(0, c.connectedAt.Load())) < reResyncWindow {
+			c.queueResync(dt)
+		}
+		objs, err := c.lister.List(ListOptions{Source: source, ClusterName: c.id, DataType: dt})
+		if err != nil {
+			c.sessions.close(key, sess)
+			return fmt.Errorf("list %s of %s for status resync: %w", dt, source, err)
+		}
+		sess.mine = make(map[string]T, len(objs))
+		for _, o := range objs {
+			sess.mine[string(o.GetUID())] = o
+		}
+	}
+	if sess.got[index] {
+		return nil
+	}
+	codec, err := c.codecs.get(dt)
+	if err != nil {
+		return &dropError{reason: DropUnknownDataType, err: err}
+	}
+	for _, e := range req.StatusHashes {
+		sess.seen[e.ResourceID] = struct{}{}
+		obj, ok := sess.mine[e.ResourceID]
+		if !ok {
+			continue
+		}
+		h, err := c.hash(obj)
+		if err != nil {
+			c.cfg.errorHandler(c.ctx, err, "status resync: cannot hash status; sending it", "resourceID", e.ResourceID)
+		} else if h == e.StatusHash {
+			continue
+		}
+		if err := a.sendStatus(ctx, codec, obj); err != nil {
+			return err
+		}
+		sess.sent++
+	}
+	sess.got[index] = true
+	if len(sess.got) < sess.total {
+		return nil
+	}
+	for id, obj := range sess.mine {
+		if _, named := sess.seen[id]; named {
+			continue
+		}
+		if err := a.sendStatus(ctx, codec, obj); err != nil {
+			return err
+		}
+		sess.seen[id] = struct{}{}
+		sess.sent++
+	}
+	c.sessions.close(key, sess)
+	c.cfg.observer.ResyncAnswered(c.side, dt, sess.sent)
+	c.log.V(2).Info("answered status resync", "source", source, "dataType", dt, "sent", sess.sent, "held", len(sess.mine))
+	return nil
+}
+
+// sendStatus sends obj's status for a resync. An object the codec cannot
+// encode is reported and skipped, so it cannot hold up the others.
+func (a *AgentClient[T]) sendStatus(ctx context.Context, codec Codec[T], obj T) error {
+	et := types.EventType{DataType: codec.DataType(), SubResource: types.SubResourceStatus, Action: types.UpdateRequest}
+	evt, route, err := a.encodeStatus(codec, et, obj)
+	if err != nil {
+		a.c.cfg.errorHandler(a.c.ctx, err, "cannot encode status for resync; skipped", "resourceID", obj.GetUID())
+		return nil
+	}
+	return a.c.send(ctx, route, et, evt)
+}
+
+// requestResync sends a spec resync request with the version of every
+// resource we hold of dt, in batches that each name the source they belong
+// to, so a source deletes only its own orphans.
+func (a *AgentClient[T]) requestResync(ctx context.Context, dt types.DataType) error {
+	c := a.c
+	held := a.held[dt]
+	epoch := held.beginRebuild()
+	fresh := make(map[string]heldEntry)
+	var groups []resyncGroup[types.ResourceVersion]
+	sources, err := a.sources()
+	if err != nil {
+		return fmt.Errorf("spec resync of %s: %w", dt, err)
+	}
+	for _, src := range sources {
+		objs, err := c.lister.List(ListOptions{Source: src, ClusterName: c.id, DataType: dt})
+		if err != nil {
+			return fmt.Errorf("list %s of %s for spec resync: %w", dt, src, err)
+		}
+		g := resyncGroup[types.ResourceVersion]{source: src, entries: make([]types.ResourceVersion, 0, len(objs))}
+		for _, o := range objs {
+			id := string(o.GetUID())
+			g.entries = append(g.entries, types.ResourceVersion{ResourceID: id, ResourceVersion: o.GetGeneration()})
+			fresh[id] = heldEntry{version: o.GetGeneration(), source: src}
+		}
+		groups = append(groups, g)
+	}
+	all, err := c.lister.List(ListOptions{ClusterName: c.id, DataType: dt})
+	if err != nil {
+		return fmt.Errorf("list %s for spec resync: %w", dt, err)
+	}
+	rest := resyncGroup[types.ResourceVersion]{}
+	for _, o := range all {
+		id := string(o.GetUID())
+		if _, attributed := fresh[id]; attributed || id == "" {
+			continue
+		}
+		rest.entries = append(rest.entries, types.ResourceVersion{ResourceID: id, ResourceVersion: o.GetGeneration()})
+		fresh[id] = heldEntry{version: o.GetGeneration()}
+	}
+	groups = append(groups, rest)
+	resources := len(fresh)
+	held.finishRebuild(epoch, fresh)
+
+	et := types.EventType{DataType: dt, SubResource: types.SubResourceSpec, Action: types.ResyncRequest}
+	events, err := buildResyncEvents(c.ceSource, et, groups, types.ResourceVersionSize,
+		func(e []types.ResourceVersion) any { return types.ResourceVersionList{ResourceVersions: e} },
+		func(evt *cloudevents.Event) { evt.SetExtension(types.ExtClusterName, c.id) })
+	if err != nil {
+		return err
+	}
+	for _, evt := range events {
+		if err := c.send(ctx, options.Route{Role: options.RoleSpecResync, Cluster: c.id}, et, evt); err != nil {
+			return err
+		}
+	}
+	c.log.V(2).Info("sent spec resync", "dataType", dt, "resources", resources, "batches", len(events))
+	return nil
+}
+
+// sources returns every source the agent knows: from received events, and
+// from the Lister if it is a SourceLister.
+func (a *AgentClient[T]) sources() ([]string, error) {
+	var known []string
+	for _, h := range a.held {
+		known = append(known, h.sources()...)
+	}
+	if sl, ok := a.c.lister.(SourceLister); ok {
+		more, err := sl.Sources(a.c.id)
+		if err != nil {
+			return nil, fmt.Errorf("list sources: %w", err)
+		}
+		known = append(known, more...)
+	}
+	slices.Sort(known)
+	return slices.Compact(known), nil
+}
+
+// heldIndex is what the agent holds of one data type: each resource's
+// version and owning source, for dropping stale and foreign specs. It is
+// rebuilt from the Lister at every spec resync, keeping entries set while the
+// rebuild was listing.
+type heldIndex struct {
+	mu    sync.Mutex
+	m     map[string]heldEntry
+	epoch uint64
+}
+
+type heldEntry struct {
+	version int64
+	source  string
+	epoch   uint64
+}
+
+func (h *heldIndex) get(id string) (heldEntry, bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	e, ok := h.m[id]
+	return e, ok
+}
+
+func (h *heldIndex) set(id string, version int64, source string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.m[id] = heldEntry{version: version, source: source, epoch: h.epoch}
+}
+
+func (h *heldIndex) sources() []string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	seen := make(map[string]struct{})
+	for _, e := range h.m {
+		if e.source != "" {
+			seen[e.source] = struct{}{}
+		}
+	}
+	out := make([]string, 0, len(seen))
+	for s := range seen {
+		out = append(out, s)
+	}
+	return out
+}
+
+// beginRebuild starts a rebuild; entries set from now on survive it.
+func (h *heldIndex) beginRebuild() uint64 {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.epoch++
+	return h.epoch
+}
+
+// finishRebuild replaces the index with listed, except for entries set
+// since beginRebuild returned epoch, which are newer than the listing. A
+// listed entry without a source keeps the source the index knew.
+func (h *heldIndex) finishRebuild(epoch uint64, listed map[string]heldEntry) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for id, e := range h.m {
+		if e.epoch >= epoch {
+			listed[id] = e
+			continue
+		}
+		if l, ok := listed[id]; ok && l.source == "" {
+			l.source = e.source
+			listed[id] = l
+		}
+	}
+	h.m = listed
+}
+
+// sequenceID reads the optional sequenceid extension: a decimal string, or
+// a CloudEvents integer from peers that send one.
+func sequenceID(evt *cloudevents.Event) (uint64, bool, error) {
+	v, ok := evt.Extensions()[types.ExtSequenceID]
+	if !ok || v == nil {
+		return 0, false, nil
+	}
+	switch v := v.(type) {
+	case string:
+		n, err := strconv.ParseUint(v, 10, 64)
+		if err != nil {
+			return 0, false, &types.ExtensionError{Name: types.ExtSequenceID, EventID: evt.ID(), Err: fmt.Errorf("want a decimal integer: %w", err)}
+		}
+		return n, true, nil
+	case int32:
+		if v < 0 {
+			return 0, false, &types.ExtensionError{Name: types.ExtSequenceID, EventID: evt.ID(), Err: fmt.Errorf("negative: %d", v)}
+		}
+		return uint64(v), true, nil
+	default:
+		return 0, false, &types.ExtensionError{Name: types.ExtSequenceID, EventID: evt.ID(), Err: fmt.Errorf("want a decimal string, got %T", v)}
+	}
+}

@@ -1,0 +1,520 @@
+package generic
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	cloudevents "github.com/cloudevents/sdk-go/v2"
+	"github.com/go-logr/logr"
+	"golang.org/x/time/rate"
+
+	"github.com/workwire/sdk-go/generic/types"
+	"github.com/workwire/sdk-go/internal/queue"
+	"github.com/workwire/sdk-go/options"
+)
+
+// Lanes of the work queue: deletes never starve creates and updates, and
+// resync work never starves either.
+const (
+	laneUpdate = iota
+	laneDelete
+	laneResync
+	laneCount
+)
+
+type taskKind uint8
+
+const (
+	taskEvent         taskKind = iota + 1 // a received spec or status event
+	taskResyncRequest                     // received resync request batches from one peer
+	taskSendResync                        // send our own resync request
+)
+
+// task is one unit of work in the queue. Events for one resource share a key,
+// so they merge (newest wins) and never run concurrently.
+type task struct {
+	kind  taskKind
+	lane  int
+	route options.Route // resolved: Source and Cluster always set for events
+
+	// taskEvent
+	evt        *cloudevents.Event
+	et         types.EventType
+	resourceID string
+	version    int64
+	seq        uint64
+	hasSeq     bool
+	deleting   bool
+
+	// taskResyncRequest: batches in arrival order.
+	batches []*cloudevents.Event
+	// taskResyncRequest, taskSendResync
+	dataType types.DataType
+
+	deliveries []*options.Delivery
+	attempt    int
+}
+
+// done acknowledges every delivery the task carries.
+func (t *task) done() {
+	for _, d := range t.deliveries {
+		d.Done()
+	}
+	t.deliveries = nil
+}
+
+// newer reports whether event task a supersedes event task b.
+func (a *task) newer(b *task) bool {
+	if a.version != b.version {
+		return a.version > b.version
+	}
+	if a.hasSeq && b.hasSeq && a.seq != b.seq {
+		return a.seq > b.seq
+	}
+	// Same version: a deletion is never erased by a later non-deletion.
+	if b.deleting && !a.deleting {
+		return false
+	}
+	return true
+}
+
+// mergeTasks keeps one of two tasks queued under one key.
+func mergeTasks(old, new *task) (keep, discard *task) {
+	switch old.kind {
+	case taskEvent:
+		if new.newer(old) {
+			new.attempt = 0
+			return new, old
+		}
+		return old, new
+	case taskResyncRequest:
+		old.batches = append(old.batches, new.batches...)
+		old.deliveries = append(old.deliveries, new.deliveries...)
+		new.batches, new.deliveries = nil, nil
+		return old, new
+	default: // taskSendResync: identical requests
+		return old, new
+	}
+}
+
+// sideLogic is what differs between a source and an agent.
+type sideLogic interface {
+	// classify turns a received event into a task, or says why it is dropped.
+	classify(d *options.Delivery, et types.EventType) (*task, DropReason, error)
+	handleEvent(ctx context.Context, t *task) error
+	answerResync(ctx context.Context, peer string, dt types.DataType, batch *cloudevents.Event) error
+	requestResync(ctx context.Context, dt types.DataType) error
+}
+
+// dropError marks an event that was counted as dropped; it is not retried.
+type dropError struct {
+	reason DropReason
+	err    error
+}
+
+func (e *dropError) Error() string { return fmt.Sprintf("dropped (%s): %v", e.reason, e.err) }
+func (e *dropError) Unwrap() error { return e.err }
+
+type lifecycle int
+
+const (
+	stateNew lifecycle = iota
+	stateStarted
+	stateClosed
+)
+
+// core is the machinery both clients share: the receive path, the work
+// queue and its workers, periodic resync, sends, and shutdown.
+type core[T Object] struct {
+	side     Side
+	id       string // source ID, or cluster name
+	ceSource string // CloudEvents source attribute of what this side sends
+	tr       options.Transport
+	lister   Lister[T]
+	hash     StatusHashGetter[T]
+	codecs   *codecs[T]
+	cfg      config
+	log      logr.Logger
+	limiter  *rate.Limiter
+	subs     []options.Subscription
+	logic    sideLogic
+	q        *queue.Queue[string, *task]
+	sessions sessions[T]
+
+	// connectedAt is when the transport last (re)connected, in Unix nanoseconds.
+	connectedAt atomic.Int64
+
+	mu       sync.Mutex // guards state and handlers before Start
+	state    lifecycle
+	handlers []ResourceHandler[T]
+
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+}
+
+func newCore[T Object](side Side, id string, tr options.Transport, lister Lister[T], hash StatusHashGetter[T], cs []Codec[T], cfg config) (*core[T], error) {
+	var errs []error
+	if err := options.ValidateID(string(side)+" ID", id); err != nil {
+		errs = append(errs, err)
+	}
+	if tr == nil {
+		errs = append(errs, errors.New("transport is nil"))
+	}
+	if lister == nil {
+		errs = append(errs, errors.New("lister is nil"))
+	}
+	if hash == nil {
+		errs = append(errs, errors.New("status hash getter is nil"))
+	}
+	reg, err := newCodecs(cs)
+	if err != nil {
+		errs = append(errs, err)
+	}
+	if err := cfg.validate(); err != nil {
+		errs = append(errs, err)
+	}
+	if len(errs) > 0 {
+		return nil, fmt.Errorf("new %s client: %w", side, errors.Join(errs...))
+	}
+	c := &core[T]{
+		side:     side,
+		id:       id,
+		ceSource: id,
+		tr:       tr,
+		lister:   lister,
+		hash:     hash,
+		codecs:   reg,
+		cfg:      cfg,
+		log:      cfg.logger.WithValues("side", side, "id", id),
+		q:        queue.New[string, *task](laneCount, mergeTasks),
+		sessions: sessions[T]{m: make(map[sessionKey]*session[T])},
+	}
+	if cfg.publishQPS > 0 {
+		c.limiter = rate.NewLimiter(rate.Limit(cfg.publishQPS), cfg.publishBurst)
+	}
+	c.ctx, c.cancel = context.WithCancel(context.Background())
+	c.ctx = logr.NewContext(c.ctx, c.log)
+	return c, nil
+}
+
+func (c *core[T]) subscribe(handlers []ResourceHandler[T]) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	switch c.state {
+	case stateStarted:
+		return ErrStarted
+	case stateClosed:
+		return ErrClosed
+	}
+	for i, h := range handlers {
+		if h == nil {
+			return fmt.Errorf("subscribe: handlers[%d] is nil", i)
+		}
+	}
+	c.handlers = append(c.handlers, handlers...)
+	return nil
+}
+
+func (c *core[T]) start(ctx context.Context) error {
+	c.mu.Lock()
+	switch c.state {
+	case stateStarted:
+		c.mu.Unlock()
+		return ErrStarted
+	case stateClosed:
+		c.mu.Unlock()
+		return ErrClosed
+	}
+	c.state = stateStarted
+	c.mu.Unlock()
+
+	for range c.cfg.workers {
+		c.wg.Add(1)
+		go c.worker()
+	}
+	if c.cfg.resyncInterval > 0 {
+		c.wg.Add(1)
+		go c.periodicResync()
+	}
+	c.log.V(2).Info("starting", "dataTypes", c.codecs.dataTypeNames())
+	if err := c.tr.Start(ctx, c.subs, c); err != nil {
+		closeErr := c.close(context.Background())
+		return errors.Join(fmt.Errorf("start %s client: %w", c.side, err), closeErr)
+	}
+	c.log.Info("started")
+	return nil
+}
+
+func (c *core[T]) close(ctx context.Context) error {
+	c.mu.Lock()
+	if c.state == stateClosed {
+		c.mu.Unlock()
+		return nil
+	}
+	c.state = stateClosed
+	c.mu.Unlock()
+
+	c.cancel()
+	err := c.tr.Close(ctx)
+	// Tasks still waiting are not acknowledged: a transport that commits
+	// offsets redelivers them to the next consumer.
+	c.q.ShutDown()
+	done := make(chan struct{})
+	go func() { c.wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-ctx.Done():
+		return errors.Join(err, fmt.Errorf("close %s client: %w", c.side, ctx.Err()))
+	}
+	c.log.Info("closed")
+	return err
+}
+
+func (c *core[T]) checkStarted() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	switch c.state {
+	case stateNew:
+		return ErrNotStarted
+	case stateClosed:
+		return ErrClosed
+	}
+	return nil
+}
+
+// Deliver implements options.Receiver. It runs on the transport's receive
+// goroutine, so it only parses the type and a few extensions and queues.
+func (c *core[T]) Deliver(d *options.Delivery) {
+	evt := d.Event
+	et, err := types.ParseEventType(evt.Type())
+	if err != nil {
+		c.drop(DropMalformed, &DecodeError{EventID: evt.ID(), EventType: evt.Type(), Err: err})
+		d.Done()
+		return
+	}
+	c.cfg.observer.EventReceived(c.side, et)
+	t, reason, err := c.logic.classify(d, et)
+	if reason != "" {
+		c.drop(reason, &DecodeError{EventID: evt.ID(), EventType: evt.Type(), Err: err})
+		d.Done()
+		return
+	}
+	t.deliveries = append(t.deliveries, d)
+	var key string
+	switch t.kind {
+	case taskEvent:
+		// Events merge and serialize per resource and peer: an event from
+		// another peer naming the same resource (a misbehaving source) must
+		// not supersede the owner's.
+		key = "e/" + t.route.Source + "/" + t.route.Cluster + "/" + t.resourceID
+		if c.log.V(4).Enabled() {
+			c.log.V(4).Info("received", "type", evt.Type(), "resourceID", t.resourceID, "version", t.version, "route", t.route)
+		}
+	case taskResyncRequest:
+		key = "r/" + peerOf(t) + "/" + t.dataType.String()
+		c.log.V(2).Info("received resync request", "type", evt.Type(), "route", t.route)
+	}
+	c.enqueue(key, t)
+}
+
+func peerOf(t *task) string {
+	if t.route.Role == options.RoleSpecResync {
+		return t.route.Cluster
+	}
+	return t.route.Source
+}
+
+func (c *core[T]) enqueue(key string, t *task) {
+	discard, merged, accepted := c.q.Add(key, t.lane, t)
+	if merged {
+		discard.done()
+	}
+	_ = accepted // after shutdown nothing is acknowledged
+}
+
+// Malformed implements options.Receiver.
+func (c *core[T]) Malformed(err error) {
+	c.drop(DropMalformed, err)
+}
+
+// Connected implements options.Receiver: every (re)connect starts a resync,
+// because events published while we were away are gone.
+func (c *core[T]) Connected() {
+	c.connectedAt.Store(time.Now().UnixNano())
+	c.cfg.observer.Connected(c.side)
+	c.log.V(2).Info("connected; resyncing")
+	c.queueResync(types.DataType{})
+}
+
+// queueResync queues a resync request for dt (zero: every data type).
+// Requests for one data type that are already queued merge into one.
+func (c *core[T]) queueResync(dt types.DataType) {
+	cs, err := c.codecs.selectFor(dt)
+	if err != nil {
+		return
+	}
+	for _, codec := range cs {
+		d := codec.DataType()
+		c.enqueue("s/"+d.String(), &task{kind: taskSendResync, lane: laneResync, dataType: d})
+	}
+}
+
+func (c *core[T]) drop(reason DropReason, err error) {
+	c.cfg.observer.EventDropped(c.side, reason)
+	switch reason {
+	case DropStale, DropOutOfOrder:
+		// Expected under redelivery and resync; not worth anyone's attention.
+		c.log.V(4).Info("dropped event", "reason", reason, "err", err)
+	default:
+		c.cfg.errorHandler(c.ctx, err, "dropped event", "side", c.side, "reason", reason)
+	}
+}
+
+func (c *core[T]) worker() {
+	defer c.wg.Done()
+	for {
+		key, t, ok := c.q.Get()
+		if !ok {
+			return
+		}
+		c.run(key, t)
+		c.q.Done(key)
+	}
+}
+
+func (c *core[T]) run(key string, t *task) {
+	err := c.runTask(t)
+	if err == nil {
+		t.done()
+		return
+	}
+	if c.ctx.Err() != nil {
+		return // closing: leave it unacknowledged
+	}
+	if de := (*dropError)(nil); errors.As(err, &de) {
+		c.drop(de.reason, de.err)
+		t.done()
+		return
+	}
+	if t.attempt < c.cfg.maxRetries && !c.q.Pending(key) {
+		t.attempt++
+		delay := retryDelay(t.attempt)
+		c.log.V(2).Info("retrying", "key", key, "attempt", t.attempt, "after", delay, "err", err)
+		c.q.AddAfter(key, t.lane, t, delay, (*task).done)
+		return
+	}
+	if t.kind == taskEvent {
+		c.cfg.observer.EventDropped(c.side, DropHandler)
+	}
+	c.cfg.errorHandler(c.ctx, err, "giving up", "side", c.side, "key", key, "attempts", t.attempt+1)
+	t.done()
+}
+
+func (c *core[T]) runTask(t *task) error {
+	switch t.kind {
+	case taskEvent:
+		return c.logic.handleEvent(c.ctx, t)
+	case taskResyncRequest:
+		for len(t.batches) > 0 {
+			if err := c.logic.answerResync(c.ctx, peerOf(t), t.dataType, t.batches[0]); err != nil {
+				return err
+			}
+			t.batches = t.batches[1:]
+		}
+		return nil
+	case taskSendResync:
+		return c.logic.requestResync(c.ctx, t.dataType)
+	}
+	return fmt.Errorf("unknown task kind %d", t.kind)
+}
+
+// retryDelay is 100ms doubling per attempt up to 10s, with jitter.
+func retryDelay(attempt int) time.Duration {
+	d := 100 * time.Millisecond << min(attempt-1, 7)
+	d = min(d, 10*time.Second)
+	return d/2 + rand.N(d/2+1)
+}
+
+func (c *core[T]) periodicResync() {
+	defer c.wg.Done()
+	for {
+		// Up to 10% jitter, so a fleet that started together drifts apart.
+		d := c.cfg.resyncInterval
+		d -= rand.N(d/10 + 1)
+		timer := time.NewTimer(d)
+		select {
+		case <-c.ctx.Done():
+			timer.Stop()
+			return
+		case <-timer.C:
+			c.log.V(2).Info("periodic resync")
+			c.queueResync(types.DataType{})
+		}
+	}
+}
+
+// callHandlers runs every handler in order; the first error stops them.
+func (c *core[T]) callHandlers(ctx context.Context, et types.EventType, obj T) error {
+	for _, h := range c.handlers {
+		if err := h(ctx, et, obj); err != nil {
+			return fmt.Errorf("handle %s: %w", et, err)
+		}
+	}
+	return nil
+}
+
+// send sends one event and reports it.
+func (c *core[T]) send(ctx context.Context, route options.Route, et types.EventType, evt *cloudevents.Event) error {
+	err := c.tr.Send(ctx, route, evt)
+	c.cfg.observer.EventSent(c.side, et, err)
+	if err != nil {
+		return fmt.Errorf("send %s to %s/%s: %w", et, route.Source, route.Cluster, err)
+	}
+	if c.log.V(4).Enabled() {
+		c.log.V(4).Info("sent", "type", evt.Type(), "id", evt.ID(), "route", route)
+	}
+	if c.log.V(5).Enabled() {
+		c.log.V(5).Info("sent payload", "id", evt.ID(), "data", string(evt.Data()))
+	}
+	return nil
+}
+
+// publish is Publish's common path: rate limit, then send.
+func (c *core[T]) publish(ctx context.Context, route options.Route, et types.EventType, evt *cloudevents.Event) error {
+	if err := c.checkStarted(); err != nil {
+		return err
+	}
+	if err := evt.Validate(); err != nil {
+		return fmt.Errorf("publish %s: invalid event: %w", et, err)
+	}
+	if c.limiter != nil {
+		if err := c.limiter.Wait(ctx); err != nil {
+			return fmt.Errorf("publish %s: rate limit: %w", et, err)
+		}
+	}
+	return c.send(ctx, route, et, evt)
+}
+
+// resync is Resync's common path.
+func (c *core[T]) resync(ctx context.Context, dt types.DataType) error {
+	if err := c.checkStarted(); err != nil {
+		return err
+	}
+	cs, err := c.codecs.selectFor(dt)
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, codec := range cs {
+		if err := c.logic.requestResync(ctx, codec.DataType()); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,37 @@
+package generic
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Errors the clients return (wrapped, test with errors.Is).
+var (
+	// ErrStarted is returned by Start called twice and by Subscribe after Start.
+	ErrStarted = errors.New("client already started")
+	// ErrNotStarted is returned by Publish and Resync before Start.
+	ErrNotStarted = errors.New("client not started")
+	// ErrClosed is returned by calls after Close.
+	ErrClosed = errors.New("client closed")
+	// ErrUnknownDataType is returned for a data type no codec handles.
+	ErrUnknownDataType = errors.New("no codec for data type")
+	// ErrWrongEventType is returned by Publish for an event type the client's
+	// side does not send (a source sends spec events, an agent status events).
+	ErrWrongEventType = errors.New("event type not sent by this side")
+)
+
+// DecodeError is a received event that could not be used: its type, an
+// extension or its payload was malformed. The client logs it, counts it and
+// skips the event.
+type DecodeError struct {
+	EventID   string
+	EventType string
+	Err       error
+}
+
+func (e *DecodeError) Error() string {
+	return fmt.Sprintf("decode event %q of type %q: %v", e.EventID, e.EventType, e.Err)
+}
+
+// Unwrap returns the cause.
+func (e *DecodeError) Unwrap() error { return e.Err }

@@ -1,0 +1,102 @@
+package generic
+
+import (
+	"context"
+
+	cloudevents "github.com/cloudevents/sdk-go/v2"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	kubetypes "k8s.io/apimachinery/pkg/types"
+
+	"github.com/workwire/sdk-go/generic/types"
+)
+
+// Object is what the generic clients carry. Any type that embeds
+// metav1.ObjectMeta satisfies it.
+//
+// The UID is the event's resourceid. The Generation is its resourceversion:
+// the source must increase it for every change an agent must see, and agents
+// drop spec events older than what they hold.
+type Object interface {
+	GetUID() kubetypes.UID
+	GetGeneration() int64
+	GetDeletionTimestamp() *metav1.Time
+}
+
+// Codec turns objects of one data type into events and back. It is the only
+// part of a client that knows T's payload. Implementations must be
+// goroutine-safe and must return errors, never panic, on bad events.
+type Codec[T Object] interface {
+	// DataType is the data type this codec encodes and decodes.
+	DataType() types.DataType
+	// Encode returns the event of type t for obj, with source as its
+	// CloudEvents source. It sets the resourceid, resourceversion and
+	// clustername extensions; on status events also originalsource (the
+	// source the status goes to).
+	Encode(source string, t types.EventType, obj T) (*cloudevents.Event, error)
+	// Decode returns the object an event carries. A delete_request may carry
+	// no data; Decode then returns an object with only its identity, version
+	// and deletion timestamp set.
+	Decode(evt *cloudevents.Event) (T, error)
+}
+
+// ListOptions selects the objects a Lister returns. Empty fields match all.
+type ListOptions struct {
+	// Source is the source ID the objects belong to.
+	Source string
+	// ClusterName is the cluster the objects are for.
+	ClusterName string
+	// DataType is the data type the client is resyncing; a lister that keeps
+	// several data types returns only the objects of this one.
+	DataType types.DataType
+}
+
+// Lister lists the objects a client holds, for resync. It is the source of
+// truth: a source sends what its lister has, and deletes on agents what it
+// no longer has; an agent reports what its lister holds. List must be
+// goroutine-safe; while the lister cannot yet answer truthfully (a cache
+// still filling) it must return an error, and the client retries later.
+type Lister[T Object] interface {
+	List(opts ListOptions) ([]T, error)
+}
+
+// SourceLister is an optional interface of an agent's Lister: it names the
+// sources of the objects the agent holds for clusterName. With it, an agent
+// that restarts with a persistent store still tells each source which of
+// its resources are that source's own, so no source mistakes another's
+// resources for orphans. Without it the agent learns sources from the
+// events it receives.
+type SourceLister interface {
+	Sources(clusterName string) ([]string, error)
+}
+
+// ListerFunc adapts a function to a Lister.
+type ListerFunc[T Object] func(opts ListOptions) ([]T, error)
+
+// List calls f.
+func (f ListerFunc[T]) List(opts ListOptions) ([]T, error) { return f(opts) }
+
+// StatusHashGetter returns the hash of obj's status that status resync
+// compares. Both peers must compute it the same way; use StatusHash.
+type StatusHashGetter[T Object] func(obj T) (string, error)
+
+// ResourceHandler handles one received object: on a source, a status from an
+// agent; on an agent, a spec from a source (t.Action says create, update or
+// delete). Handlers run on the client's worker goroutines, never on the
+// transport's receive goroutine, and never concurrently for one resource; they
+// may block. An error makes the client retry the event with backoff (unless a
+// newer event for the resource arrived) and is reported to the error handler.
+type ResourceHandler[T Object] func(ctx context.Context, t types.EventType, obj T) error
+
+// Interface is what the source and the agent clients both offer.
+type Interface[T Object] interface {
+	// Publish sends obj as an event of type t: on a source a spec event
+	// (create, update or delete request), on an agent a status event
+	// (update request). It blocks until the transport has sent it.
+	Publish(ctx context.Context, t types.EventType, obj T) error
+	// Subscribe adds handlers for received objects. Call it before Start.
+	Subscribe(handlers ...ResourceHandler[T]) error
+	// Resync sends a resync request for dataType now (the zero DataType: for
+	// every codec): a source asks agents for statuses whose hash differs, an
+	// agent asks sources for specs newer than it holds.
+	Resync(ctx context.Context, dataType types.DataType) error
+}

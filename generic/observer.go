@@ -1,0 +1,77 @@
+package generic
+
+import (
+	"github.com/workwire/sdk-go/generic/types"
+)
+
+// Side says which end of the protocol a client is.
+type Side string
+
+const (
+	// SideSource is a source client (hub controller, service).
+	SideSource Side = "source"
+	// SideAgent is an agent client (work agent on a cluster).
+	SideAgent Side = "agent"
+)
+
+// DropReason says why a received event was skipped.
+type DropReason string
+
+// Reasons a received event is skipped.
+const (
+	// DropMalformed: not a CloudEvent, a malformed type or a missing or
+	// ill-typed extension.
+	DropMalformed DropReason = "malformed"
+	// DropUnexpected: a well-formed event this side does not handle (a spec
+	// event at a source, for example).
+	DropUnexpected DropReason = "unexpected"
+	// DropUnknownDataType: no codec for its data type.
+	DropUnknownDataType DropReason = "unknown_data_type"
+	// DropDecode: the codec could not decode its payload.
+	DropDecode DropReason = "decode"
+	// DropForeign: it names another cluster or source than this client's, or
+	// claims a resource another source owns.
+	DropForeign DropReason = "foreign"
+	// DropStale: a spec older than what the agent holds.
+	DropStale DropReason = "stale"
+	// DropOutOfOrder: a status older (by sequenceid) than one already handled.
+	DropOutOfOrder DropReason = "out_of_order"
+	// DropHandler: the handlers kept failing and retries ran out.
+	DropHandler DropReason = "handler"
+)
+
+// Observer receives a client's counters. The default does nothing;
+// generic/metrics adapts it to Prometheus. Methods are called from many
+// goroutines, on hot paths: they must be goroutine-safe, fast, and must not
+// block. Embed NopObserver to implement only some.
+type Observer interface {
+	// EventReceived is called for every well-formed event taken off the transport.
+	EventReceived(side Side, t types.EventType)
+	// EventDropped is called for every received event that is skipped.
+	EventDropped(side Side, reason DropReason)
+	// EventSent is called after every send, with its error (nil on success).
+	EventSent(side Side, t types.EventType, err error)
+	// ResyncAnswered is called after a resync request is answered, with how
+	// many events the answer sent.
+	ResyncAnswered(side Side, dataType types.DataType, sent int)
+	// Connected is called after every (re)connect of the transport.
+	Connected(side Side)
+}
+
+// NopObserver implements Observer and does nothing.
+type NopObserver struct{}
+
+// EventReceived does nothing.
+func (NopObserver) EventReceived(Side, types.EventType) {}
+
+// EventDropped does nothing.
+func (NopObserver) EventDropped(Side, DropReason) {}
+
+// EventSent does nothing.
+func (NopObserver) EventSent(Side, types.EventType, error) {}
+
+// ResyncAnswered does nothing.
+func (NopObserver) ResyncAnswered(Side, types.DataType, int) {}
+
+// Connected does nothing.
+func (NopObserver) Connected(Side) {}

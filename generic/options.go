@@ -1,0 +1,181 @@
+package generic
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/go-logr/logr"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	"k8s.io/klog/v2"
+)
+
+// Defaults of the client options.
+const (
+	// DefaultWorkers is how many goroutines run handlers and answer resyncs.
+	DefaultWorkers = 4
+	// DefaultResyncInterval is how often a client resyncs on its own, on top
+	// of resyncing at start and on every reconnect. Brokers drop events when a
+	// subscriber falls behind; the periodic resync heals that.
+	DefaultResyncInterval = 5 * time.Minute
+	// DefaultPublishQPS and DefaultPublishBurst limit Publish, so a controller
+	// storm cannot flood a broker shared with other tenants. Resync answers
+	// are not limited by it: they are bounded by what the peer asked for.
+	DefaultPublishQPS   = 1000
+	DefaultPublishBurst = 1000
+	// DefaultMaxRetries is how many times a failing handler is retried.
+	DefaultMaxRetries = 5
+	// DefaultResyncSessionTTL is how long a client waits for all batches of
+	// one resync request before forgetting it.
+	DefaultResyncSessionTTL = time.Minute
+)
+
+// ErrorHandler receives failures that happen in the background (a handler
+// error, a failed resync answer). The default is
+// k8s.io/apimachinery/pkg/util/runtime.HandleErrorWithContext.
+type ErrorHandler func(ctx context.Context, err error, msg string, keysAndValues ...any)
+
+type config struct {
+	logger         logr.Logger
+	errorHandler   ErrorHandler
+	observer       Observer
+	workers        int
+	resyncInterval time.Duration
+	publishQPS     float64
+	publishBurst   int
+	maxRetries     int
+	sessionTTL     time.Duration
+}
+
+func defaultConfig() config {
+	return config{
+		logger:         klog.Background(),
+		errorHandler:   utilruntime.HandleErrorWithContext,
+		observer:       NopObserver{},
+		workers:        DefaultWorkers,
+		resyncInterval: DefaultResyncInterval,
+		publishQPS:     DefaultPublishQPS,
+		publishBurst:   DefaultPublishBurst,
+		maxRetries:     DefaultMaxRetries,
+		sessionTTL:     DefaultResyncSessionTTL,
+	}
+}
+
+func (c *config) validate() error {
+	var errs []error
+	if c.workers < 1 {
+		errs = append(errs, fmt.Errorf("workers: %d, want at least 1", c.workers))
+	}
+	if c.resyncInterval < 0 {
+		errs = append(errs, fmt.Errorf("resync interval: %v, want 0 (off) or more", c.resyncInterval))
+	}
+	if c.publishQPS < 0 || (c.publishQPS > 0 && c.publishBurst < 1) {
+		errs = append(errs, fmt.Errorf("publish rate limit: qps %v burst %d, want qps 0 (off), or qps > 0 and burst >= 1", c.publishQPS, c.publishBurst))
+	}
+	if c.maxRetries < 0 {
+		errs = append(errs, fmt.Errorf("max retries: %d, want 0 or more", c.maxRetries))
+	}
+	if c.sessionTTL <= 0 {
+		errs = append(errs, fmt.Errorf("resync session TTL: %v, want more than 0", c.sessionTTL))
+	}
+	if c.observer == nil {
+		errs = append(errs, errors.New("observer is nil"))
+	}
+	if c.errorHandler == nil {
+		errs = append(errs, errors.New("error handler is nil"))
+	}
+	return errors.Join(errs...)
+}
+
+type sourceConfig struct {
+	config
+	orphanDeletion bool
+}
+
+type agentConfig struct {
+	config
+	agentID string
+}
+
+// SourceOption configures a source client.
+type SourceOption interface{ applySource(*sourceConfig) }
+
+// AgentOption configures an agent client.
+type AgentOption interface{ applyAgent(*agentConfig) }
+
+// Option configures either client.
+type Option interface {
+	SourceOption
+	AgentOption
+}
+
+type option func(*config)
+
+func (o option) applySource(c *sourceConfig) { o(&c.config) }
+func (o option) applyAgent(c *agentConfig)   { o(&c.config) }
+
+type sourceOption func(*sourceConfig)
+
+func (o sourceOption) applySource(c *sourceConfig) { o(c) }
+
+type agentOption func(*agentConfig)
+
+func (o agentOption) applyAgent(c *agentConfig) { o(c) }
+
+// WithLogger sets the client's logger. Default: klog.Background(). Lifecycle
+// at V(0), connects and resyncs at V(2), each event at V(4), payloads at V(5).
+func WithLogger(l logr.Logger) Option { return option(func(c *config) { c.logger = l }) }
+
+// WithErrorHandler sets where background failures go. Default:
+// utilruntime.HandleErrorWithContext.
+func WithErrorHandler(h ErrorHandler) Option {
+	return option(func(c *config) { c.errorHandler = h })
+}
+
+// WithObserver sets the observer of the client's counters. Default: none.
+func WithObserver(o Observer) Option { return option(func(c *config) { c.observer = o }) }
+
+// WithWorkers sets how many goroutines run handlers and answer resync
+// requests. Default: DefaultWorkers.
+func WithWorkers(n int) Option { return option(func(c *config) { c.workers = n }) }
+
+// WithResyncInterval sets how often the client resyncs on its own; 0 turns
+// periodic resync off (it still resyncs at start and on reconnect). Each
+// interval is jittered by up to 10% so a fleet does not resync in step.
+// Default: DefaultResyncInterval.
+func WithResyncInterval(d time.Duration) Option {
+	return option(func(c *config) { c.resyncInterval = d })
+}
+
+// WithPublishRateLimit limits Publish to qps events per second with bursts
+// of burst; qps 0 turns the limit off. Resync answers are not limited.
+// Default: DefaultPublishQPS, DefaultPublishBurst.
+func WithPublishRateLimit(qps float64, burst int) Option {
+	return option(func(c *config) { c.publishQPS, c.publishBurst = qps, burst })
+}
+
+// WithMaxRetries sets how many times an event whose handler failed is
+// retried, with exponential backoff, before it is dropped. Default:
+// DefaultMaxRetries.
+func WithMaxRetries(n int) Option { return option(func(c *config) { c.maxRetries = n }) }
+
+// WithResyncSessionTTL sets how long the client keeps the batches of one
+// incomplete resync request. Default: DefaultResyncSessionTTL.
+func WithResyncSessionTTL(d time.Duration) Option {
+	return option(func(c *config) { c.sessionTTL = d })
+}
+
+// WithOrphanDeletion sets whether a source answers a spec resync with a
+// delete_request for every resource the agent holds that the source's
+// Lister no longer lists. Turn it off for a source whose Lister may be
+// incomplete. Default: on.
+func WithOrphanDeletion(on bool) SourceOption {
+	return sourceOption(func(c *sourceConfig) { c.orphanDeletion = on })
+}
+
+// WithAgentID sets the CloudEvents source attribute of the agent's events.
+// Default: the cluster name.
+func WithAgentID(id string) AgentOption {
+	return agentOption(func(c *agentConfig) { c.agentID = id })
+}

@@ -1,0 +1,372 @@
+package generic
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	cloudevents "github.com/cloudevents/sdk-go/v2"
+
+	"github.com/workwire/sdk-go/generic/types"
+	"github.com/workwire/sdk-go/options"
+)
+
+// SourceClient is the hub side of the protocol: it publishes specs to
+// agents and hands their statuses to its handlers. On start, on every
+// reconnect and periodically it asks agents for the statuses it lacks; it
+// answers agents' spec resync requests from its Lister, including
+// delete_requests for resources it no longer has.
+//
+// It is goroutine-safe. Handlers run on its worker goroutines.
+type SourceClient[T Object] struct {
+	c     *core[T]
+	cfg   sourceConfig
+	order statusOrder
+}
+
+// NewSourceClient returns a source client for sourceID that sends through
+// tr, which it owns from now on (Close closes it). lister lists the
+// resources the source holds; hash gives their status hashes; codecs (one
+// per data type) encode and decode them. It does no network I/O.
+func NewSourceClient[T Object](sourceID string, tr options.Transport, lister Lister[T], hash StatusHashGetter[T], codecs []Codec[T], opts ...SourceOption) (*SourceClient[T], error) {
+	cfg := sourceConfig{config: defaultConfig(), orphanDeletion: true}
+	for i, o := range opts {
+		if o == nil {
+			return nil, fmt.Errorf("new source client: option %d is nil", i)
+		}
+		o.applySource(&cfg)
+	}
+	c, err := newCore(SideSource, sourceID, tr, lister, hash, codecs, cfg.config)
+	if err != nil {
+		return nil, err
+	}
+	s := &SourceClient[T]{c: c, cfg: cfg, order: statusOrder{m: make(map[string]map[string]orderMark)}}
+	c.logic = s
+	c.subs = options.SourceSubscriptions(sourceID, c.codecs.dataTypeNames())
+	return s, nil
+}
+
+// Start connects the transport and starts the workers. It blocks until the
+// transport is connected and subscribed or ctx ends (see
+// options.Transport.Start); the client then runs until Close. A client
+// starts once; after a failed Start, it is closed.
+func (s *SourceClient[T]) Start(ctx context.Context) error { return s.c.start(ctx) }
+
+// Close stops the client and its transport and waits for its goroutines,
+// or until ctx ends. It is idempotent.
+func (s *SourceClient[T]) Close(ctx context.Context) error { return s.c.close(ctx) }
+
+// Subscribe adds handlers for statuses received from agents. Call it before
+// Start.
+func (s *SourceClient[T]) Subscribe(handlers ...ResourceHandler[T]) error {
+	return s.c.subscribe(handlers)
+}
+
+// Publish sends obj as a spec event (create_request, update_request or
+// delete_request) to the cluster its codec names. It waits for the publish
+// rate limiter, then until the transport has sent the event.
+func (s *SourceClient[T]) Publish(ctx context.Context, t types.EventType, obj T) error {
+	if t.SubResource != types.SubResourceSpec || t.Action == types.ResyncRequest {
+		return fmt.Errorf("publish %s: %w: a source publishes spec create, update and delete requests", t, ErrWrongEventType)
+	}
+	codec, err := s.c.codecs.get(t.DataType)
+	if err != nil {
+		return fmt.Errorf("publish %s: %w", t, err)
+	}
+	t.DataType = codec.DataType()
+	evt, err := codec.Encode(s.c.ceSource, t, obj)
+	if err != nil {
+		return fmt.Errorf("publish %s: encode: %w", t, err)
+	}
+	cluster, err := types.RequiredString(evt, types.ExtClusterName)
+	if err != nil {
+		return fmt.Errorf("publish %s: %w", t, err)
+	}
+	return s.c.publish(ctx, options.Route{Role: options.RoleSpec, Source: s.c.id, Cluster: cluster}, t, evt)
+}
+
+// Resync asks every agent for the statuses of dataType (zero: every data
+// type) whose hash differs from what the Lister holds. It blocks until the
+// request is sent.
+func (s *SourceClient[T]) Resync(ctx context.Context, dataType types.DataType) error {
+	return s.c.resync(ctx, dataType)
+}
+
+var _ Interface[Object] = (*SourceClient[Object])(nil)
+
+func (s *SourceClient[T]) classify(d *options.Delivery, et types.EventType) (*task, DropReason, error) {
+	evt := d.Event
+	codec, err := s.c.codecs.get(et.DataType)
+	if err != nil {
+		return nil, DropUnknownDataType, err
+	}
+	cluster := d.Route.Cluster
+	if ext, ok, err := types.StringExtension(evt, types.ExtClusterName); err != nil {
+		return nil, DropMalformed, err
+	} else if ok && cluster != "" && ext != cluster {
+		return nil, DropForeign, fmt.Errorf("clustername %q differs from the cluster %q the transport saw", ext, cluster)
+	} else if cluster == "" {
+		cluster = ext
+	}
+	if cluster == "" {
+		return nil, DropMalformed, errors.New("no clustername extension, and the transport did not name the cluster")
+	}
+	switch {
+	case et.SubResource == types.SubResourceStatus && et.Action != types.ResyncRequest:
+		id, err := types.RequiredString(evt, types.ExtResourceID)
+		if err != nil {
+			return nil, DropMalformed, err
+		}
+		version, _, err := types.Int64Extension(evt, types.ExtResourceVersion)
+		if err != nil {
+			return nil, DropMalformed, err
+		}
+		seq, hasSeq, err := sequenceID(evt)
+		if err != nil {
+			return nil, DropMalformed, err
+		}
+		if d.Route.Source != "" && d.Route.Source != s.c.id {
+			return nil, DropForeign, fmt.Errorf("status for source %q", d.Route.Source)
+		}
+		if orig, ok, err := types.StringExtension(evt, types.ExtOriginalSource); err != nil {
+			return nil, DropMalformed, err
+		} else if ok && orig != s.c.id {
+			return nil, DropForeign, fmt.Errorf("status for source %q", orig)
+		}
+		et.DataType = codec.DataType()
+		return &task{
+			kind: taskEvent, lane: laneUpdate, evt: evt, et: et,
+			route:      options.Route{Role: options.RoleStatus, Source: s.c.id, Cluster: cluster},
+			resourceID: id, version: version, seq: seq, hasSeq: hasSeq,
+		}, "", nil
+	case et.SubResource == types.SubResourceSpec && et.Action == types.ResyncRequest:
+		return &task{
+			kind: taskResyncRequest, lane: laneResync, batches: []*cloudevents.Event{evt},
+			route:    options.Route{Role: options.RoleSpecResync, Cluster: cluster},
+			dataType: codec.DataType(),
+		}, "", nil
+	default:
+		return nil, DropUnexpected, fmt.Errorf("a source does not handle %s events", et)
+	}
+}
+
+func (s *SourceClient[T]) handleEvent(ctx context.Context, t *task) error {
+	cluster := t.route.Cluster
+	if s.order.stale(cluster, t.resourceID, t.version, t.seq, t.hasSeq) {
+		return &dropError{reason: DropOutOfOrder, err: fmt.Errorf("status of %s (version %d, sequence %d) from %s arrived after a newer one", t.resourceID, t.version, t.seq, cluster)}
+	}
+	codec, err := s.c.codecs.get(t.et.DataType)
+	if err != nil {
+		return &dropError{reason: DropUnknownDataType, err: err}
+	}
+	obj, err := codec.Decode(t.evt)
+	if err != nil {
+		return &dropError{reason: DropDecode, err: &DecodeError{EventID: t.evt.ID(), EventType: t.evt.Type(), Err: err}}
+	}
+	if err := s.c.callHandlers(ctx, t.et, obj); err != nil {
+		return err
+	}
+	s.order.record(cluster, t.resourceID, t.version, t.seq, t.hasSeq)
+	return nil
+}
+
+// answerResync answers one batch of an agent's spec resync request: it
+// sends every resource the batch names whose version is older than ours (or
+// that is being deleted), a delete_request for every resource it names that
+// we no longer have, and, with the last batch, every resource no batch named.
+func (s *SourceClient[T]) answerResync(ctx context.Context, cluster string, dt types.DataType, batch *cloudevents.Event) error {
+	c := s.c
+	resyncID, index, total, err := batchInfo(batch)
+	if err != nil {
+		return malformed(err)
+	}
+	req, err := types.DecodeResourceVersionList(batch.Data())
+	if err != nil {
+		return malformed(err)
+	}
+	// Entries of a batch that names another source are that source's; only
+	// ours, or unattributed ones (older peers), may be deleted as orphans.
+	ours := true
+	if src, ok, err := types.StringExtension(batch, types.ExtOriginalSource); err != nil {
+		return malformed(err)
+	} else if ok && src != c.id {
+		ours = false
+	}
+
+	key := sessionKey{peer: cluster, dt: dt}
+	sess, fresh := c.sessions.open(key, resyncID, total, c.cfg.sessionTTL, time.Now())
+	if fresh {
+		// The agent may have restarted, and its sequence with it.
+		s.order.reset(cluster)
+		objs, err := c.lister.List(ListOptions{Source: c.id, ClusterName: cluster, DataType: dt})
+		if err != nil {
+			c.sessions.close(key, sess)
+			return fmt.Errorf("list %s for spec resync of %s: %w", dt, cluster, err)
+		}
+		sess.mine = make(map[string]T, len(objs))
+		for _, o := range objs {
+			sess.mine[string(o.GetUID())] = o
+		}
+	}
+	if sess.got[index] {
+		return nil // a redelivered batch
+	}
+	codec, err := c.codecs.get(dt)
+	if err != nil {
+		return &dropError{reason: DropUnknownDataType, err: err}
+	}
+	for _, e := range req.ResourceVersions {
+		sess.seen[e.ResourceID] = struct{}{}
+		obj, ok := sess.mine[e.ResourceID]
+		switch {
+		case ok && (obj.GetGeneration() > e.ResourceVersion || obj.GetDeletionTimestamp() != nil):
+			if err := s.sendSpec(ctx, codec, cluster, obj, true); err != nil {
+				return err
+			}
+			sess.sent++
+		case !ok && ours && s.cfg.orphanDeletion:
+			if err := s.sendOrphanDelete(ctx, dt, cluster, e); err != nil {
+				return err
+			}
+			sess.sent++
+		}
+	}
+	sess.got[index] = true
+	if len(sess.got) < sess.total {
+		return nil
+	}
+	for id, obj := range sess.mine {
+		if _, named := sess.seen[id]; named {
+			continue
+		}
+		if err := s.sendSpec(ctx, codec, cluster, obj, false); err != nil {
+			return err
+		}
+		sess.seen[id] = struct{}{} // a retry after a failed send resumes here
+		sess.sent++
+	}
+	c.sessions.close(key, sess)
+	c.cfg.observer.ResyncAnswered(c.side, dt, sess.sent)
+	c.log.V(2).Info("answered spec resync", "cluster", cluster, "dataType", dt, "sent", sess.sent, "held", len(sess.mine))
+	return nil
+}
+
+// sendSpec sends obj to cluster: a delete_request if it is being deleted,
+// else an update_request if the agent holds it, else a create_request. An
+// object the codec cannot encode is reported and skipped, so it cannot hold
+// up the others.
+func (s *SourceClient[T]) sendSpec(ctx context.Context, codec Codec[T], cluster string, obj T, agentHolds bool) error {
+	action := types.CreateRequest
+	switch {
+	case obj.GetDeletionTimestamp() != nil:
+		action = types.DeleteRequest
+	case agentHolds:
+		action = types.UpdateRequest
+	}
+	et := types.EventType{DataType: codec.DataType(), SubResource: types.SubResourceSpec, Action: action}
+	evt, err := codec.Encode(s.c.ceSource, et, obj)
+	if err != nil {
+		s.c.cfg.errorHandler(s.c.ctx, err, "cannot encode resource for resync; skipped", "resourceID", obj.GetUID(), "cluster", cluster)
+		return nil
+	}
+	return s.c.send(ctx, options.Route{Role: options.RoleSpec, Source: s.c.id, Cluster: cluster}, et, evt)
+}
+
+// sendOrphanDelete asks cluster to delete a resource we no longer have. We
+// have no object to encode, so the event carries the identity only.
+func (s *SourceClient[T]) sendOrphanDelete(ctx context.Context, dt types.DataType, cluster string, e types.ResourceVersion) error {
+	et := types.EventType{DataType: dt, SubResource: types.SubResourceSpec, Action: types.DeleteRequest}
+	evt := newEvent(s.c.ceSource, et)
+	evt.SetExtension(types.ExtResourceID, e.ResourceID)
+	evt.SetExtension(types.ExtClusterName, cluster)
+	types.SetTimeExtension(evt, types.ExtDeletionTimestamp, time.Now())
+	if err := types.SetInt32Extension(evt, types.ExtResourceVersion, e.ResourceVersion); err != nil {
+		s.c.cfg.errorHandler(s.c.ctx, err, "cannot delete orphan; skipped", "resourceID", e.ResourceID, "cluster", cluster)
+		return nil
+	}
+	return s.c.send(ctx, options.Route{Role: options.RoleSpec, Source: s.c.id, Cluster: cluster}, et, evt)
+}
+
+// requestResync sends a status resync request with the hash of every status
+// we hold for dt.
+func (s *SourceClient[T]) requestResync(ctx context.Context, dt types.DataType) error {
+	c := s.c
+	objs, err := c.lister.List(ListOptions{Source: c.id, DataType: dt})
+	if err != nil {
+		return fmt.Errorf("list %s for status resync: %w", dt, err)
+	}
+	entries := make([]types.StatusHash, 0, len(objs))
+	for _, o := range objs {
+		if o.GetUID() == "" {
+			c.cfg.errorHandler(c.ctx, errNoResourceID, "status resync: object skipped")
+			continue
+		}
+		h, err := c.hash(o)
+		if err != nil {
+			c.cfg.errorHandler(c.ctx, err, "status resync: cannot hash status; object skipped", "resourceID", o.GetUID())
+			continue
+		}
+		entries = append(entries, types.StatusHash{ResourceID: string(o.GetUID()), StatusHash: h})
+	}
+	et := types.EventType{DataType: dt, SubResource: types.SubResourceStatus, Action: types.ResyncRequest}
+	events, err := buildResyncEvents(c.ceSource, et, []resyncGroup[types.StatusHash]{{entries: entries}},
+		types.StatusHashSize, func(e []types.StatusHash) any { return types.StatusHashList{StatusHashes: e} }, nil)
+	if err != nil {
+		return err
+	}
+	for _, evt := range events {
+		if err := c.send(ctx, options.Route{Role: options.RoleStatusResync, Source: c.id}, et, evt); err != nil {
+			return err
+		}
+	}
+	c.log.V(2).Info("sent status resync", "dataType", dt, "resources", len(entries), "batches", len(events))
+	return nil
+}
+
+// statusOrder remembers, per cluster and resource, the newest status
+// handled, so an older one arriving late is dropped. A status for a newer
+// resourceversion always wins; within one version the sequenceid decides.
+type statusOrder struct {
+	mu sync.Mutex
+	m  map[string]map[string]orderMark
+}
+
+type orderMark struct {
+	version int64
+	seq     uint64
+	hasSeq  bool
+}
+
+func (o *statusOrder) stale(cluster, id string, version int64, seq uint64, hasSeq bool) bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	last, ok := o.m[cluster][id]
+	if !ok {
+		return false
+	}
+	if version != last.version {
+		return version < last.version
+	}
+	return hasSeq && last.hasSeq && seq <= last.seq
+}
+
+func (o *statusOrder) record(cluster, id string, version int64, seq uint64, hasSeq bool) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	byID := o.m[cluster]
+	if byID == nil {
+		byID = make(map[string]orderMark)
+		o.m[cluster] = byID
+	}
+	byID[id] = orderMark{version: version, seq: seq, hasSeq: hasSeq}
+}
+
+// reset forgets a cluster's marks: its agent resynced, perhaps after a
+// restart with a sequence that started over.
+func (o *statusOrder) reset(cluster string) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	delete(o.m, cluster)
+}

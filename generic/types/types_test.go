@@ -1,0 +1,255 @@
+package types
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"strings"
+	"testing"
+	"time"
+
+	cloudevents "github.com/cloudevents/sdk-go/v2"
+	"github.com/google/go-cmp/cmp"
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+var bundles = DataType{Group: "io.open-cluster-management.works", Version: "v1alpha1", Resource: "manifestbundles"}
+
+func TestParseEventType(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		in      string
+		want    EventType
+		wantErr string
+	}{
+		{in: "io.open-cluster-management.works.v1alpha1.manifestbundles.spec.create_request",
+			want: EventType{DataType: bundles, SubResource: SubResourceSpec, Action: CreateRequest}},
+		{in: "io.open-cluster-management.works.v1alpha1.manifest.status.update_request",
+			want: EventType{DataType: DataType{"io.open-cluster-management.works", "v1alpha1", "manifest"}, SubResource: SubResourceStatus, Action: UpdateRequest}},
+		{in: "a.v1.things.spec.resync_request",
+			want: EventType{DataType: DataType{"a", "v1", "things"}, SubResource: SubResourceSpec, Action: ResyncRequest}},
+		{in: "", wantErr: "want <group>"},
+		{in: "spec.create_request", wantErr: "want <group>"},
+		{in: "v1.things.spec.create_request", wantErr: "want <group>"},
+		{in: "a.v1.things.spec.explode", wantErr: `unknown action "explode"`},
+		{in: "a.v1.things.Spec.create_request", wantErr: `unknown subresource "Spec"`},
+		{in: "a..things.spec.create_request", wantErr: "version: empty part"},
+		{in: "a.v1.THINGS.spec.create_request", wantErr: `resource: "THINGS" has character 'T'`},
+		{in: ".v1.things.spec.create_request", wantErr: "group"},
+		{in: "a b.v1.things.spec.create_request", wantErr: "group"},
+		{in: "a.v1.things.status.bogus\x00", wantErr: "unknown action"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.in, func(t *testing.T) {
+			t.Parallel()
+			got, err := ParseEventType(tt.in)
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) || !errors.Is(err, ErrInvalidType) {
+					t.Fatalf("ParseEventType(%q) error = %v, want one containing %q wrapping ErrInvalidType", tt.in, err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tt.want, got); diff != "" {
+				t.Fatalf("(-want +got)\n%s", diff)
+			}
+			if got.String() != tt.in {
+				t.Fatalf("String() = %q, want %q", got.String(), tt.in)
+			}
+		})
+	}
+}
+
+func TestDataTypeSingular(t *testing.T) {
+	t.Parallel()
+	if got := bundles.Singular().Resource; got != "manifestbundle" {
+		t.Fatalf("Singular = %q", got)
+	}
+	d, err := ParseDataType("io.open-cluster-management.works.v1alpha1.manifests")
+	if err != nil || d.Resource != "manifests" || d.Group != "io.open-cluster-management.works" {
+		t.Fatalf("ParseDataType = %+v, %v", d, err)
+	}
+	if _, err := ParseDataType("nodots"); err == nil {
+		t.Fatal("ParseDataType(nodots) succeeded")
+	}
+}
+
+func TestIntExtensions(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name    string
+		value   any
+		want    int64
+		wantErr string
+	}{
+		{"integer", int32(7), 7, ""},
+		{"decimal string", "42", 42, ""},
+		{"big decimal string", "9007199254740993", 9007199254740993, ""},
+		{"junk", "abc", 0, "want a decimal integer"},
+		{"fraction string", "1.5", 0, "want a decimal integer"},
+		{"overflow", "99999999999999999999", 0, "out of range"},
+		{"bool", true, 0, "want an integer"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			evt := cloudevents.NewEvent()
+			evt.SetID("e1")
+			evt.SetExtension(ExtResourceVersion, tt.value)
+			got, err := RequiredInt64(&evt, ExtResourceVersion)
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) || !errors.Is(err, ErrExtension) {
+					t.Fatalf("error = %v, want one containing %q", err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil || got != tt.want {
+				t.Fatalf("got %d, %v; want %d", got, err, tt.want)
+			}
+		})
+	}
+	evt := cloudevents.NewEvent()
+	if _, err := RequiredInt64(&evt, ExtResourceVersion); !IsMissing(err) {
+		t.Fatalf("absent extension: %v, want a missing error", err)
+	}
+	if err := SetInt32Extension(&evt, ExtResourceVersion, math.MaxInt32+1); err == nil {
+		t.Fatal("SetInt32Extension accepted a value beyond 32 bits")
+	}
+	if err := SetInt32Extension(&evt, ExtResourceVersion, 5); err != nil {
+		t.Fatal(err)
+	}
+	if evt.Extensions()[ExtResourceVersion] != int32(5) {
+		t.Fatalf("stored %T", evt.Extensions()[ExtResourceVersion])
+	}
+}
+
+func TestTimeExtension(t *testing.T) {
+	t.Parallel()
+	evt := cloudevents.NewEvent()
+	now := time.Date(2023, 7, 19, 3, 3, 46, 841308779, time.FixedZone("x", 3600))
+	SetTimeExtension(&evt, ExtDeletionTimestamp, now)
+	got, ok, err := TimeExtension(&evt, ExtDeletionTimestamp)
+	if err != nil || !ok || !got.Equal(now) || got.Location() != time.UTC {
+		t.Fatalf("got %v %v %v", got, ok, err)
+	}
+	evt.SetExtension(ExtDeletionTimestamp, "2023-07-19T03:03:46.841308779Z")
+	if got, _, err := TimeExtension(&evt, ExtDeletionTimestamp); err != nil || got.Nanosecond() != 841308779 {
+		t.Fatalf("string form: %v %v", got, err)
+	}
+	evt.SetExtension(ExtDeletionTimestamp, "yesterday")
+	if _, _, err := TimeExtension(&evt, ExtDeletionTimestamp); err == nil {
+		t.Fatal("accepted a non-RFC 3339 time")
+	}
+}
+
+func TestResyncPayloads(t *testing.T) {
+	t.Parallel()
+	// Seed 000 shows resourceVersion as a string; we emit numbers. Accept both.
+	l, err := DecodeResourceVersionList([]byte(`{"resourceVersions":[{"resourceID":"a","resourceVersion":"3"},{"resourceID":"b","resourceVersion":4}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []ResourceVersion{{"a", 3}, {"b", 4}}
+	if diff := cmp.Diff(want, l.ResourceVersions); diff != "" {
+		t.Fatal(diff)
+	}
+	for _, bad := range []string{
+		`{"resourceVersions":[{"resourceID":"a","resourceVersion":"x"}]}`,
+		`{"resourceVersions":[{"resourceVersion":1}]}`,
+		`{"resourceVersions":[{"resourceID":"a","resourceVersion":1.5}]}`,
+		`{"resourceVersions":{}}`,
+		`[`,
+	} {
+		if _, err := DecodeResourceVersionList([]byte(bad)); err == nil {
+			t.Errorf("accepted %s", bad)
+		}
+	}
+	if l, err := DecodeResourceVersionList(nil); err != nil || len(l.ResourceVersions) != 0 {
+		t.Fatalf("empty payload: %v %v", l, err)
+	}
+	h, err := DecodeStatusHashList([]byte(`{"statusHashes":[{"resourceID":"a","statusHash":"h"}]}`))
+	if err != nil || len(h.StatusHashes) != 1 {
+		t.Fatalf("%v %v", h, err)
+	}
+	if _, err := DecodeStatusHashList([]byte(`{"statusHashes":[{"statusHash":"h"}]}`)); err == nil {
+		t.Fatal("accepted an entry without resourceID")
+	}
+	out, _ := json.Marshal(ResourceVersionList{ResourceVersions: want})
+	if string(out) != `{"resourceVersions":[{"resourceID":"a","resourceVersion":3},{"resourceID":"b","resourceVersion":4}]}` {
+		t.Fatalf("encoded %s", out)
+	}
+}
+
+func TestBatches(t *testing.T) {
+	t.Parallel()
+	entries := make([]ResourceVersion, 2500)
+	for i := range entries {
+		entries[i] = ResourceVersion{ResourceID: fmt.Sprintf("%036d", i), ResourceVersion: int64(i)}
+	}
+	got := Batches(entries, MaxBatchEntries, MaxBatchBytes, ResourceVersionSize)
+	if len(got) != 3 || len(got[0]) != 1000 || len(got[2]) != 500 {
+		t.Fatalf("batch sizes: %d batches", len(got))
+	}
+	for _, b := range got {
+		data, _ := json.Marshal(ResourceVersionList{ResourceVersions: b})
+		if len(data) > MaxBatchBytes {
+			t.Fatalf("batch of %d bytes", len(data))
+		}
+	}
+	// Long IDs: the byte bound splits before the count bound does.
+	long := make([]StatusHash, 1000)
+	for i := range long {
+		long[i] = StatusHash{ResourceID: strings.Repeat("x", 1000), StatusHash: fmt.Sprint(i)}
+	}
+	byBytes := Batches(long, MaxBatchEntries, MaxBatchBytes, StatusHashSize)
+	if len(byBytes) < 5 {
+		t.Fatalf("1000 entries of 1 KB in %d batches", len(byBytes))
+	}
+	total := 0
+	for _, b := range byBytes {
+		total += len(b)
+		data, _ := json.Marshal(StatusHashList{StatusHashes: b})
+		if len(data) > MaxBatchBytes {
+			t.Fatalf("batch of %d bytes", len(data))
+		}
+	}
+	if total != len(long) {
+		t.Fatalf("batches hold %d entries, want %d", total, len(long))
+	}
+	if b := Batches[int](nil, 0, 0, func(int) int { return 1 }); len(b) != 0 {
+		t.Fatalf("no entries gave %d batches", len(b))
+	}
+}
+
+func FuzzParseEventType(f *testing.F) {
+	for _, s := range []string{
+		"io.open-cluster-management.works.v1alpha1.manifestbundles.spec.create_request",
+		"a.v1.b.status.resync_request", "", "....", "a.b.c.d.e.f.g",
+	} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		et, err := ParseEventType(s)
+		if err != nil {
+			return
+		}
+		again, err := ParseEventType(et.String())
+		if err != nil || again != et {
+			t.Fatalf("round trip of %q: %v %v", s, again, err)
+		}
+	})
+}
+
+func FuzzDecodeResyncPayloads(f *testing.F) {
+	f.Add([]byte(`{"resourceVersions":[{"resourceID":"a","resourceVersion":"3"}]}`))
+	f.Add([]byte(`{"statusHashes":[{"resourceID":"a","statusHash":"h"}]}`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		_, _ = DecodeResourceVersionList(data)
+		_, _ = DecodeStatusHashList(data)
+	})
+}

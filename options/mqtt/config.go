@@ -1,0 +1,163 @@
+package mqtt
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"strings"
+	"time"
+
+	"github.com/workwire/sdk-go/options"
+)
+
+// Defaults of Config.
+const (
+	DefaultKeepAlive           = 60 * time.Second
+	DefaultQoS                 = 1
+	DefaultDialTimeout         = 10 * time.Second
+	DefaultReconnectMinBackoff = 100 * time.Millisecond
+	DefaultReconnectMaxBackoff = 30 * time.Second
+)
+
+// Config is the MQTT transport's configuration, as a config file holds it
+// (see LoadConfig). The zero value of each optional field means its default.
+type Config struct {
+	// BrokerHost is the broker's address, host:port. Required.
+	BrokerHost string `json:"brokerHost"`
+	// Username and Password authenticate to the broker. Optional.
+	Username string `json:"username,omitempty"`
+	Password string `json:"password,omitempty"`
+	// ClientID is the MQTT client ID. It must be unique per connection: two
+	// connections with one ID take each other's session over in a loop.
+	// Default: "workwire-" and random characters.
+	ClientID string `json:"clientID,omitempty"`
+	// KeepAlive is the MQTT keep-alive. Default: DefaultKeepAlive.
+	KeepAlive options.Duration `json:"keepAlive,omitempty"`
+	// QoS is the quality of service of publishes and subscriptions: 0, 1 or 2.
+	// Default: 1 (at least once).
+	QoS *int `json:"qos,omitempty"`
+	// PersistentSession asks the broker to keep the session (subscriptions
+	// and queued QoS 1 messages) for SessionExpiry after a disconnect, instead
+	// of a clean start. Default: false (clean start; resync heals the gap).
+	PersistentSession bool `json:"persistentSession,omitempty"`
+	// SessionExpiry is how long the broker keeps a persistent session.
+	// Default: 1h when PersistentSession is set.
+	SessionExpiry options.Duration `json:"sessionExpiry,omitempty"`
+	// TLS turns TLS on when any field is set; a CA alone means TLS with no
+	// client certificate.
+	TLS options.TLSConfig `json:"tls,omitempty"`
+	// Layout names the topic preset: "seed" (default) or "ocm".
+	Layout string `json:"layout,omitempty"`
+	// Topics replaces the preset with custom templates.
+	Topics *options.Layout `json:"topics,omitempty"`
+	// SharedGroup, if set, subscribes through "$share/<group>/" so replicas
+	// of one source (same source ID, same group) share its events instead of
+	// each receiving all of them. Default: off.
+	SharedGroup string `json:"sharedGroup,omitempty"`
+	// Will is a last-will message the broker publishes if the connection
+	// drops without a clean disconnect. Default: none.
+	Will *Will `json:"will,omitempty"`
+	// DialTimeout bounds each TCP (and TLS) connect. Default: DefaultDialTimeout.
+	DialTimeout options.Duration `json:"dialTimeout,omitempty"`
+	// ReconnectMinBackoff and ReconnectMaxBackoff bound the capped
+	// exponential backoff between reconnect attempts. Defaults:
+	// DefaultReconnectMinBackoff, DefaultReconnectMaxBackoff.
+	ReconnectMinBackoff options.Duration `json:"reconnectMinBackoff,omitempty"`
+	ReconnectMaxBackoff options.Duration `json:"reconnectMaxBackoff,omitempty"`
+	// MaxEventBytes rejects larger events at Send with options.ErrTooLarge.
+	// Default: 0, only the broker's own maximum packet size (if it announces
+	// one) applies.
+	MaxEventBytes int `json:"maxEventBytes,omitempty"`
+}
+
+// Will is an MQTT last-will message.
+type Will struct {
+	Topic   string `json:"topic"`
+	Payload string `json:"payload,omitempty"`
+	QoS     int    `json:"qos,omitempty"`
+	Retain  bool   `json:"retain,omitempty"`
+}
+
+// LoadConfig reads a Config from a YAML or JSON file and validates it.
+func LoadConfig(path string) (Config, error) {
+	var c Config
+	if err := options.LoadFile(path, &c); err != nil {
+		return Config{}, err
+	}
+	if err := c.Validate(); err != nil {
+		return Config{}, fmt.Errorf("%s: %w", path, err)
+	}
+	return c, nil
+}
+
+// qos returns the configured QoS or the default.
+func (c Config) qos() byte {
+	if c.QoS == nil {
+		return DefaultQoS
+	}
+	return byte(*c.QoS)
+}
+
+// layout returns the topic layout the config selects.
+func (c Config) layout() (options.Layout, error) {
+	if c.Topics != nil {
+		return *c.Topics, nil
+	}
+	return options.LayoutByName(c.Layout)
+}
+
+func orDefault(d options.Duration, def time.Duration) time.Duration {
+	if d <= 0 {
+		return def
+	}
+	return time.Duration(d)
+}
+
+// Validate reports every problem of c at once. It reads the TLS files c
+// names.
+func (c Config) Validate() error {
+	var errs []error
+	if c.BrokerHost == "" {
+		errs = append(errs, errors.New("brokerHost is required"))
+	} else if _, port, err := net.SplitHostPort(c.BrokerHost); err != nil || port == "" {
+		errs = append(errs, fmt.Errorf("brokerHost %q: want host:port", c.BrokerHost))
+	}
+	if c.QoS != nil && (*c.QoS < 0 || *c.QoS > 2) {
+		errs = append(errs, fmt.Errorf("qos %d: want 0, 1 or 2", *c.QoS))
+	}
+	if c.KeepAlive < 0 || time.Duration(c.KeepAlive) > 65535*time.Second {
+		errs = append(errs, fmt.Errorf("keepAlive %v: want 0 to 65535s", time.Duration(c.KeepAlive)))
+	}
+	if c.Topics != nil && c.Layout != "" {
+		errs = append(errs, errors.New("set layout or topics, not both"))
+	}
+	if l, err := c.layout(); err != nil {
+		errs = append(errs, err)
+	} else if err := l.Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	if c.SharedGroup != "" && strings.ContainsAny(c.SharedGroup, "/+#") {
+		errs = append(errs, fmt.Errorf("sharedGroup %q must not contain '/', '+' or '#'", c.SharedGroup))
+	}
+	if c.Will != nil {
+		if c.Will.Topic == "" || strings.ContainsAny(c.Will.Topic, "+#") {
+			errs = append(errs, fmt.Errorf("will topic %q: want a topic without wildcards", c.Will.Topic))
+		}
+		if c.Will.QoS < 0 || c.Will.QoS > 2 {
+			errs = append(errs, fmt.Errorf("will qos %d: want 0, 1 or 2", c.Will.QoS))
+		}
+	}
+	if c.ReconnectMaxBackoff > 0 && c.ReconnectMinBackoff > c.ReconnectMaxBackoff {
+		errs = append(errs, fmt.Errorf("reconnectMinBackoff %v exceeds reconnectMaxBackoff %v", time.Duration(c.ReconnectMinBackoff), time.Duration(c.ReconnectMaxBackoff)))
+	}
+	if c.MaxEventBytes < 0 {
+		errs = append(errs, fmt.Errorf("maxEventBytes %d: want 0 (broker's limit) or more", c.MaxEventBytes))
+	}
+	if err := c.TLS.Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("mqtt config: %w", errors.Join(errs...))
+	}
+	return nil
+}

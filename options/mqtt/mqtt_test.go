@@ -1,0 +1,104 @@
+package mqtt_test
+
+import (
+	"context"
+	"net"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/eclipse/paho.golang/paho"
+	"github.com/go-logr/logr"
+	"go.uber.org/goleak"
+
+	"github.com/workwire/sdk-go/options"
+	"github.com/workwire/sdk-go/options/mqtt"
+	"github.com/workwire/sdk-go/options/mqtt/mqtttest"
+	"github.com/workwire/sdk-go/options/transporttest"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// BrokerEnv names a real broker (host:port) to run the suite against too.
+const BrokerEnv = "WORKWIRE_MQTT_BROKER"
+
+func newTransport(t *testing.T, cfg mqtt.Config) *mqtt.Transport {
+	t.Helper()
+	cfg.ReconnectMinBackoff = options.Duration(20 * time.Millisecond)
+	cfg.ReconnectMaxBackoff = options.Duration(500 * time.Millisecond)
+	tr, err := mqtt.New(cfg, mqtt.WithLogger(logr.Discard()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tr
+}
+
+func harness(addr string, restart func(t *testing.T)) transporttest.Harness {
+	return transporttest.Harness{
+		New: func(t *testing.T) options.Transport { return newTransport(t, mqtt.Config{BrokerHost: addr}) },
+		NewUnreachable: func(t *testing.T) options.Transport {
+			return newTransport(t, mqtt.Config{BrokerHost: closedPort(t)})
+		},
+		NewLimited: func(t *testing.T, limit int) options.Transport {
+			return newTransport(t, mqtt.Config{BrokerHost: addr, MaxEventBytes: limit})
+		},
+		Restart: restart,
+		SendRaw: func(t *testing.T, route options.Route, payload []byte) { publishRaw(t, addr, route, payload) },
+	}
+}
+
+func TestConformanceEmbeddedBroker(t *testing.T) {
+	b := mqtttest.NewBroker(t)
+	transporttest.Run(t, harness(b.Addr(), func(t *testing.T) {
+		if err := b.Restart(); err != nil {
+			t.Fatal(err)
+		}
+	}))
+}
+
+func TestConformanceRealBroker(t *testing.T) {
+	addr := os.Getenv(BrokerEnv)
+	if addr == "" {
+		t.Skipf("%s is not set", BrokerEnv)
+	}
+	// A shared broker cannot be restarted from here: the suite skips that test.
+	transporttest.Run(t, harness(addr, nil))
+}
+
+// closedPort returns an address nothing listens on.
+func closedPort(t *testing.T) string {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	return addr
+}
+
+// publishRaw publishes bytes that are not a CloudEvent on route's topic.
+func publishRaw(t *testing.T, addr string, route options.Route, payload []byte) {
+	t.Helper()
+	topics, err := options.SeedLayout.Compile()
+	if err != nil {
+		t.Fatal(err)
+	}
+	topic, err := topics.Topic(route)
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	cli := paho.NewClient(paho.ClientConfig{Conn: conn})
+	if _, err := cli.Connect(ctx, &paho.Connect{ClientID: "raw-" + time.Now().Format("150405.000000"), CleanStart: true, KeepAlive: 30}); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = cli.Disconnect(&paho.Disconnect{}); <-cli.Done() }()
+	if _, err := cli.Publish(ctx, &paho.Publish{Topic: topic, QoS: 1, Payload: payload}); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -1,0 +1,147 @@
+// Package mqtttest runs a real MQTT v5 broker (mochi-mqtt) inside the
+// process, on 127.0.0.1 and a port the OS picks, in the spirit of
+// net/http/httptest: for tests, examples and demos that need a broker and
+// must not depend on one being installed.
+//
+//	b := mqtttest.NewBroker(t)            // closed when the test ends
+//	cfg := mqtt.Config{BrokerHost: b.Addr()}
+//
+// Stop and Restart simulate a broker outage on the same address.
+package mqtttest
+
+import (
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"sync"
+	"testing"
+	"time"
+
+	mochi "github.com/mochi-mqtt/server/v2"
+	"github.com/mochi-mqtt/server/v2/hooks/auth"
+	"github.com/mochi-mqtt/server/v2/listeners"
+)
+
+// Option configures a Broker.
+type Option func(*config)
+
+type config struct {
+	addr          string
+	tls           *tls.Config
+	maxPacketSize uint32
+	logger        *slog.Logger
+}
+
+// WithAddress listens on addr instead of 127.0.0.1:0.
+func WithAddress(addr string) Option { return func(c *config) { c.addr = addr } }
+
+// WithTLS serves MQTT over TLS with c (set ClientAuth for mutual TLS).
+func WithTLS(c *tls.Config) Option { return func(c2 *config) { c2.tls = c } }
+
+// WithMaxPacketSize makes the broker announce and enforce a maximum packet
+// size, as cloud brokers do. Default: none.
+func WithMaxPacketSize(n uint32) Option { return func(c *config) { c.maxPacketSize = n } }
+
+// WithLogger sends the broker's logs to l. Default: discarded.
+func WithLogger(l *slog.Logger) Option { return func(c *config) { c.logger = l } }
+
+// Broker is an embedded MQTT broker. It is goroutine-safe.
+type Broker struct {
+	cfg  config
+	mu   sync.Mutex
+	srv  *mochi.Server
+	addr string
+}
+
+// NewBroker starts a broker and closes it when t ends. It fails t if the
+// broker cannot start.
+func NewBroker(t testing.TB, opts ...Option) *Broker {
+	t.Helper()
+	b, err := Start(opts...)
+	if err != nil {
+		t.Fatalf("mqtttest: %v", err)
+	}
+	t.Cleanup(func() { _ = b.Close() })
+	return b
+}
+
+// Start starts a broker. Close it when done.
+func Start(opts ...Option) (*Broker, error) {
+	cfg := config{addr: "127.0.0.1:0", logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	b := &Broker{cfg: cfg}
+	if err := b.serve(cfg.addr); err != nil {
+		return nil, err
+	}
+	return b, nil
+}
+
+func (b *Broker) serve(addr string) error {
+	caps := mochi.NewDefaultServerCapabilities()
+	caps.MaximumPacketSize = b.cfg.maxPacketSize
+	srv := mochi.New(&mochi.Options{Capabilities: caps, Logger: b.cfg.logger})
+	if err := srv.AddHook(new(auth.AllowHook), nil); err != nil {
+		return fmt.Errorf("mqtttest: %w", err)
+	}
+	l := listeners.NewTCP(listeners.Config{ID: "tcp", Address: addr, TLSConfig: b.cfg.tls})
+	if err := srv.AddListener(l); err != nil {
+		return fmt.Errorf("mqtttest: listen on %s: %w", addr, err)
+	}
+	if err := srv.Serve(); err != nil {
+		_ = srv.Close()
+		return fmt.Errorf("mqtttest: serve: %w", err)
+	}
+	b.mu.Lock()
+	b.srv, b.addr = srv, l.Address()
+	b.mu.Unlock()
+	return nil
+}
+
+// Addr returns the broker's host:port.
+func (b *Broker) Addr() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.addr
+}
+
+// Stop closes the listener and every client connection, as a broker crash
+// does. Restart brings it back on the same address.
+func (b *Broker) Stop() error {
+	b.mu.Lock()
+	srv := b.srv
+	b.srv = nil
+	b.mu.Unlock()
+	if srv == nil {
+		return nil
+	}
+	return srv.Close()
+}
+
+// Restart stops the broker if it runs and starts a fresh one (no sessions,
+// no retained messages) on the same address.
+func (b *Broker) Restart() error {
+	if err := b.Stop(); err != nil {
+		return err
+	}
+	// The old listener's port may take a moment to be free again.
+	var err error
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		if err = b.serve(b.Addr()); err == nil || !isAddrInUse(err) {
+			return err
+		}
+	}
+	return err
+}
+
+func isAddrInUse(err error) bool {
+	var op *net.OpError
+	return errors.As(err, &op) && op.Op == "listen"
+}
+
+// Close stops the broker. It is idempotent.
+func (b *Broker) Close() error { return b.Stop() }

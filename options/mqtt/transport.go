@@ -1,0 +1,443 @@
+package mqtt
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/tls"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net"
+	"sync"
+	"time"
+
+	mqttpaho "github.com/cloudevents/sdk-go/protocol/mqtt_paho/v2"
+	cloudevents "github.com/cloudevents/sdk-go/v2"
+	"github.com/cloudevents/sdk-go/v2/binding"
+	"github.com/eclipse/paho.golang/packets"
+	"github.com/eclipse/paho.golang/paho"
+	"github.com/go-logr/logr"
+	"k8s.io/klog/v2"
+
+	"github.com/workwire/sdk-go/options"
+)
+
+// Option configures what a config file cannot hold.
+type Option func(*Transport)
+
+// WithLogger sets the transport's logger. Default: klog.Background().
+func WithLogger(l logr.Logger) Option { return func(t *Transport) { t.log = l } }
+
+// WithTLSConfig sets the TLS configuration directly (for certificates held
+// in memory); it replaces Config.TLS. Default: built from Config.TLS.
+func WithTLSConfig(c *tls.Config) Option { return func(t *Transport) { t.tlsConfig = c } }
+
+// Transport carries CloudEvents over MQTT v5, in the binary content mode of
+// the CloudEvents MQTT binding (attributes and extensions as user
+// properties). It implements options.Transport: it reconnects by itself with
+// capped exponential backoff and tells its receiver after every reconnect.
+type Transport struct {
+	cfg       Config
+	topics    *options.Topics
+	tlsConfig *tls.Config
+	log       logr.Logger
+	clientID  string
+	backoff   options.Backoff
+
+	mu        sync.Mutex
+	started   bool
+	closed    bool
+	client    *paho.Client // nil while disconnected
+	maxPacket uint32       // the broker's announced limit, 0 if none
+	recv      options.Receiver
+	subs      []paho.SubscribeOptions
+
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+}
+
+var _ options.Transport = (*Transport)(nil)
+
+// New returns an MQTT transport for cfg. It validates cfg and does no
+// network I/O.
+func New(cfg Config, opts ...Option) (*Transport, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	layout, _ := cfg.layout()
+	topics, err := layout.Compile()
+	if err != nil {
+		return nil, err
+	}
+	t := &Transport{
+		cfg:    cfg,
+		topics: topics,
+		log:    klog.Background(),
+		backoff: options.Backoff{
+			Min: orDefault(cfg.ReconnectMinBackoff, DefaultReconnectMinBackoff),
+			Max: orDefault(cfg.ReconnectMaxBackoff, DefaultReconnectMaxBackoff),
+		},
+	}
+	for _, o := range opts {
+		o(t)
+	}
+	if t.tlsConfig == nil {
+		host, _, _ := net.SplitHostPort(cfg.BrokerHost)
+		if t.tlsConfig, err = cfg.TLS.Build(host); err != nil {
+			return nil, err
+		}
+	}
+	t.clientID = cfg.ClientID
+	if t.clientID == "" {
+		var b [8]byte
+		_, _ = rand.Read(b[:])
+		t.clientID = "workwire-" + hex.EncodeToString(b[:])
+	}
+	t.log = t.log.WithValues("broker", cfg.BrokerHost, "clientID", t.clientID)
+	t.ctx, t.cancel = context.WithCancel(context.Background())
+	return t, nil
+}
+
+// ClientID returns the MQTT client ID the transport connects with.
+func (t *Transport) ClientID() string { return t.clientID }
+
+// Start connects, subscribes to subs and then keeps the connection up until
+// Close. It retries the first connection with backoff until ctx ends, except
+// when the broker refuses the credentials or a subscription, which it
+// reports at once.
+func (t *Transport) Start(ctx context.Context, subs []options.Subscription, r options.Receiver) error {
+	if r == nil {
+		return errors.New("mqtt: receiver is nil")
+	}
+	filters := make([]paho.SubscribeOptions, 0, len(subs))
+	for _, s := range subs {
+		f, err := t.topics.Filter(s)
+		if err != nil {
+			return fmt.Errorf("mqtt: subscription: %w", err)
+		}
+		if t.cfg.SharedGroup != "" {
+			f = "$share/" + t.cfg.SharedGroup + "/" + f
+		}
+		filters = append(filters, paho.SubscribeOptions{Topic: f, QoS: t.cfg.qos()})
+	}
+	t.mu.Lock()
+	switch {
+	case t.closed:
+		t.mu.Unlock()
+		return options.ErrClosed
+	case t.started:
+		t.mu.Unlock()
+		return errors.New("mqtt: started twice")
+	}
+	t.started, t.recv, t.subs = true, r, filters
+	t.mu.Unlock()
+
+	// Close ends the first connect too.
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	stop := context.AfterFunc(t.ctx, cancel)
+	defer stop()
+
+	var last error
+	for attempt := 0; ; attempt++ {
+		cli, err := t.connect(ctx)
+		if err == nil {
+			t.log.V(2).Info("connected", "subscriptions", len(filters))
+			t.wg.Add(1)
+			go t.supervise(cli)
+			r.Connected()
+			return nil
+		}
+		last = err
+		if errors.Is(err, errRefused) {
+			return err
+		}
+		t.log.V(2).Info("connect failed; retrying", "attempt", attempt, "err", err)
+		if !sleep(ctx, t.backoff.Delay(attempt)) {
+			return fmt.Errorf("mqtt: connect to %s: %w (last error: %w)", t.cfg.BrokerHost, ctx.Err(), last)
+		}
+	}
+}
+
+// errRefused marks a broker's refusal that retrying will not change.
+var errRefused = errors.New("refused by broker")
+
+// connect dials, connects and subscribes once. On success the new client is
+// the current one.
+func (t *Transport) connect(ctx context.Context) (*paho.Client, error) {
+	conn, err := t.dial(ctx)
+	if err != nil {
+		return nil, err
+	}
+	cfg := paho.ClientConfig{
+		ClientID:          t.clientID,
+		Conn:              packets.NewThreadSafeConn(conn),
+		OnPublishReceived: []func(paho.PublishReceived) (bool, error){t.onPublish},
+		OnClientError: func(err error) {
+			t.log.V(2).Info("connection error", "err", err)
+		},
+		OnServerDisconnect: func(d *paho.Disconnect) {
+			t.log.V(2).Info("broker disconnected us", "reason", d.ReasonCode)
+		},
+	}
+	cli := paho.NewClient(cfg)
+	cp := &paho.Connect{
+		ClientID:   t.clientID,
+		KeepAlive:  uint16(orDefault(t.cfg.KeepAlive, DefaultKeepAlive) / time.Second),
+		CleanStart: !t.cfg.PersistentSession,
+	}
+	if t.cfg.PersistentSession {
+		expiry := uint32(orDefault(t.cfg.SessionExpiry, time.Hour) / time.Second)
+		cp.Properties = &paho.ConnectProperties{SessionExpiryInterval: &expiry}
+	}
+	if t.cfg.Username != "" {
+		cp.Username, cp.UsernameFlag = t.cfg.Username, true
+	}
+	if t.cfg.Password != "" {
+		cp.Password, cp.PasswordFlag = []byte(t.cfg.Password), true
+	}
+	if w := t.cfg.Will; w != nil {
+		cp.WillMessage = &paho.WillMessage{Topic: w.Topic, Payload: []byte(w.Payload), QoS: byte(w.QoS), Retain: w.Retain}
+	}
+	ack, err := cli.Connect(ctx, cp)
+	if err != nil {
+		_ = conn.Close()
+		if ack != nil && isRefusal(ack.ReasonCode) {
+			return nil, fmt.Errorf("mqtt: connect to %s: %w: reason code 0x%02x %s", t.cfg.BrokerHost, errRefused, ack.ReasonCode, reasonString(ack))
+		}
+		return nil, fmt.Errorf("mqtt: connect to %s: %w", t.cfg.BrokerHost, err)
+	}
+	var maxPacket uint32
+	if ack.Properties != nil && ack.Properties.MaximumPacketSize != nil {
+		maxPacket = *ack.Properties.MaximumPacketSize
+	}
+	if len(t.subs) > 0 {
+		sa, err := cli.Subscribe(ctx, &paho.Subscribe{Subscriptions: t.subs})
+		if err != nil {
+			_ = cli.Disconnect(&paho.Disconnect{})
+			return nil, fmt.Errorf("mqtt: subscribe: %w", err)
+		}
+		for i, code := range sa.Reasons {
+			if code >= 0x80 && i < len(t.subs) {
+				_ = cli.Disconnect(&paho.Disconnect{})
+				return nil, fmt.Errorf("mqtt: subscribe to %q: %w: reason code 0x%02x", t.subs[i].Topic, errRefused, code)
+			}
+		}
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.closed {
+		_ = cli.Disconnect(&paho.Disconnect{})
+		return nil, options.ErrClosed
+	}
+	t.client, t.maxPacket = cli, maxPacket
+	return cli, nil
+}
+
+// isRefusal reports CONNACK reason codes that retrying cannot fix.
+func isRefusal(code byte) bool {
+	switch code {
+	case 0x84, 0x85, 0x86, 0x87, 0x8C: // protocol version, client ID, credentials, not authorized, bad auth method
+		return true
+	}
+	return false
+}
+
+func reasonString(ack *paho.Connack) string {
+	if ack.Properties != nil {
+		return ack.Properties.ReasonString
+	}
+	return ""
+}
+
+func (t *Transport) dial(ctx context.Context) (net.Conn, error) {
+	d := &net.Dialer{Timeout: orDefault(t.cfg.DialTimeout, DefaultDialTimeout)}
+	if t.tlsConfig != nil {
+		td := &tls.Dialer{NetDialer: d, Config: t.tlsConfig}
+		conn, err := td.DialContext(ctx, "tcp", t.cfg.BrokerHost)
+		if err != nil {
+			return nil, fmt.Errorf("mqtt: dial %s (tls): %w", t.cfg.BrokerHost, err)
+		}
+		return conn, nil
+	}
+	conn, err := d.DialContext(ctx, "tcp", t.cfg.BrokerHost)
+	if err != nil {
+		return nil, fmt.Errorf("mqtt: dial %s: %w", t.cfg.BrokerHost, err)
+	}
+	return conn, nil
+}
+
+// supervise owns the connection: when it drops, it reconnects with backoff
+// and tells the receiver, until Close.
+func (t *Transport) supervise(cli *paho.Client) {
+	defer t.wg.Done()
+	for {
+		select {
+		case <-t.ctx.Done():
+			_ = cli.Disconnect(&paho.Disconnect{})
+			<-cli.Done()
+			return
+		case <-cli.Done():
+		}
+		t.mu.Lock()
+		if t.client == cli {
+			t.client = nil
+		}
+		t.mu.Unlock()
+		t.log.Info("connection lost; reconnecting")
+		for attempt := 0; ; attempt++ {
+			if !sleep(t.ctx, t.backoff.Delay(attempt)) {
+				return
+			}
+			next, err := t.connect(t.ctx)
+			if err != nil {
+				t.log.V(2).Info("reconnect failed", "attempt", attempt, "err", err)
+				continue
+			}
+			cli = next
+			break
+		}
+		t.log.Info("reconnected")
+		t.recv.Connected()
+	}
+}
+
+func sleep(ctx context.Context, d time.Duration) bool {
+	timer := time.NewTimer(d)
+	defer timer.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-timer.C:
+		return true
+	}
+}
+
+// onPublish runs on paho's receive goroutine: decode and hand over, nothing
+// more. A message that is not a CloudEvent is reported and acknowledged, so
+// it is not redelivered forever.
+func (t *Transport) onPublish(pr paho.PublishReceived) (handled bool, err error) {
+	p := pr.Packet
+	defer func() {
+		// The binding is third-party code fed by the network: a panic in it
+		// must cost one message, not the process.
+		if r := recover(); r != nil {
+			t.recv.Malformed(fmt.Errorf("mqtt: message on %q: decoder panic: %v", p.Topic, r))
+			handled, err = true, nil
+		}
+	}()
+	route, ok := t.topics.Match(p.Topic)
+	if !ok {
+		t.recv.Malformed(fmt.Errorf("mqtt: message on unexpected topic %q", p.Topic))
+		return true, nil
+	}
+	evt, err := decode(p)
+	if err != nil {
+		t.recv.Malformed(fmt.Errorf("mqtt: message on %q: %w", p.Topic, err))
+		return true, nil
+	}
+	t.recv.Deliver(options.NewDelivery(route, evt, nil))
+	return true, nil
+}
+
+func decode(p *paho.Publish) (*cloudevents.Event, error) {
+	if p.Properties == nil {
+		return nil, errors.New("not a CloudEvent: no MQTT properties")
+	}
+	evt, err := binding.ToEvent(context.Background(), mqttpaho.NewMessage(p))
+	if err != nil {
+		return nil, fmt.Errorf("not a CloudEvent: %w", err)
+	}
+	if err := evt.Validate(); err != nil {
+		return nil, fmt.Errorf("invalid CloudEvent: %w", err)
+	}
+	return evt, nil
+}
+
+// Send publishes evt on the topic of route and, at QoS 1 or 2, waits for
+// the broker's acknowledgement.
+func (t *Transport) Send(ctx context.Context, route options.Route, evt *cloudevents.Event) error {
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("mqtt: send: %w", err)
+	}
+	topic, err := t.topics.Topic(route)
+	if err != nil {
+		return fmt.Errorf("mqtt: %w", err)
+	}
+	t.mu.Lock()
+	cli, maxPacket := t.client, t.maxPacket
+	var state error
+	switch {
+	case t.closed:
+		state = options.ErrClosed
+	case !t.started:
+		state = options.ErrNotStarted
+	case cli == nil:
+		state = options.ErrNotConnected
+	}
+	t.mu.Unlock()
+	if state != nil {
+		return fmt.Errorf("mqtt: send to %s: %w", topic, state)
+	}
+	pub := &paho.Publish{Topic: topic, QoS: t.cfg.qos()}
+	if err := mqttpaho.WritePubMessage(ctx, binding.ToMessage(evt), pub); err != nil {
+		return fmt.Errorf("mqtt: encode event %s: %w", evt.ID(), err)
+	}
+	if limit := t.limit(maxPacket); limit > 0 {
+		if size := packetSize(pub); size > limit {
+			return fmt.Errorf("mqtt: event %s of type %s: %w: %d bytes, limit %d", evt.ID(), evt.Type(), options.ErrTooLarge, size, limit)
+		}
+	}
+	if _, err := cli.Publish(ctx, pub); err != nil {
+		select {
+		case <-cli.Done():
+			return fmt.Errorf("mqtt: publish to %s: %w: %w", topic, options.ErrNotConnected, err)
+		default:
+		}
+		return fmt.Errorf("mqtt: publish to %s: %w", topic, err)
+	}
+	return nil
+}
+
+func (t *Transport) limit(brokerMax uint32) int {
+	limit := t.cfg.MaxEventBytes
+	if brokerMax > 0 && (limit == 0 || int(brokerMax) < limit) {
+		limit = int(brokerMax)
+	}
+	return limit
+}
+
+// packetSize is an upper bound of the encoded PUBLISH packet's size.
+func packetSize(p *paho.Publish) int {
+	n := 2 + 4 + 2 + len(p.Topic) + 2 + 4 + len(p.Payload)
+	if p.Properties != nil {
+		n += 3 + len(p.Properties.ContentType)
+		for _, u := range p.Properties.User {
+			n += 5 + len(u.Key) + len(u.Value)
+		}
+	}
+	return n
+}
+
+// Close disconnects and waits for the transport's goroutines, or until ctx
+// ends. It is idempotent.
+func (t *Transport) Close(ctx context.Context) error {
+	t.mu.Lock()
+	if t.closed {
+		t.mu.Unlock()
+		return nil
+	}
+	t.closed = true
+	t.client = nil
+	t.mu.Unlock()
+	t.cancel()
+	done := make(chan struct{})
+	go func() { t.wg.Wait(); close(done) }()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("mqtt: close: %w", ctx.Err())
+	}
+}

@@ -1,0 +1,196 @@
+package options
+
+import (
+	"crypto/tls"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+func TestPresetLayouts(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		layout Layout
+		route  Route
+		topic  string
+		sub    Subscription
+		filter string
+	}{
+		{SeedLayout, Route{RoleSpec, "hub1", "cluster1"}, "sources/hub1/clusters/cluster1/spec",
+			Subscription{Role: RoleSpec, Cluster: "cluster1"}, "sources/+/clusters/cluster1/spec"},
+		{SeedLayout, Route{RoleStatus, "hub1", "cluster1"}, "sources/hub1/clusters/cluster1/status",
+			Subscription{Role: RoleStatus, Source: "hub1"}, "sources/hub1/clusters/+/status"},
+		{SeedLayout, Route{Role: RoleSpecResync, Cluster: "cluster1"}, "sources/clusters/cluster1/specresync",
+			Subscription{Role: RoleSpecResync}, "sources/clusters/+/specresync"},
+		{SeedLayout, Route{Role: RoleStatusResync, Source: "hub1"}, "sources/hub1/clusters/statusresync",
+			Subscription{Role: RoleStatusResync}, "sources/+/clusters/statusresync"},
+		{OCMLayout, Route{RoleSpec, "hub1", "cluster1"}, "sources/hub1/clusters/cluster1/sourceevents",
+			Subscription{Role: RoleSpec, Cluster: "cluster1"}, "sources/+/clusters/cluster1/sourceevents"},
+		{OCMLayout, Route{RoleStatus, "hub1", "cluster1"}, "sources/hub1/clusters/cluster1/agentevents",
+			Subscription{Role: RoleStatus, Source: "hub1"}, "sources/hub1/clusters/+/agentevents"},
+		{OCMLayout, Route{Role: RoleSpecResync, Cluster: "cluster1"}, "clusters/cluster1/agentbroadcast",
+			Subscription{Role: RoleSpecResync}, "clusters/+/agentbroadcast"},
+		{OCMLayout, Route{Role: RoleStatusResync, Source: "hub1"}, "sources/hub1/sourcebroadcast",
+			Subscription{Role: RoleStatusResync}, "sources/+/sourcebroadcast"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.topic, func(t *testing.T) {
+			t.Parallel()
+			topics, err := tt.layout.Compile()
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := topics.Topic(tt.route)
+			if err != nil || got != tt.topic {
+				t.Fatalf("Topic = %q, %v; want %q", got, err, tt.topic)
+			}
+			f, err := topics.Filter(tt.sub)
+			if err != nil || f != tt.filter {
+				t.Fatalf("Filter = %q, %v; want %q", f, err, tt.filter)
+			}
+			back, ok := topics.Match(tt.topic)
+			if !ok {
+				t.Fatal("Match failed")
+			}
+			if diff := cmp.Diff(tt.route, back); diff != "" {
+				t.Fatalf("Match (-want +got)\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestLayoutValidation(t *testing.T) {
+	t.Parallel()
+	custom := Layout{
+		Spec:         "x/{source}/{cluster}/s",
+		Status:       "x/{source}/{cluster}/t",
+		SpecResync:   "y/{cluster}",
+		StatusResync: "z/{source}",
+	}
+	if err := custom.Validate(); err != nil {
+		t.Fatalf("valid custom layout: %v", err)
+	}
+	bad := Layout{
+		Spec:         "x/{source}/s",           // lacks {cluster}
+		Status:       "x/+/{source}/{cluster}", // wildcard literal
+		SpecResync:   "y/{cluster}/{source}",   // must not name a source
+		StatusResync: "$SYS/{source}",          // reserved
+	}
+	err := bad.Validate()
+	if err == nil {
+		t.Fatal("invalid layout accepted")
+	}
+	for _, want := range []string{"spec: \"x/{source}/s\" lacks {cluster}", "status", "specresync", "statusresync"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q does not mention %q", err, want)
+		}
+	}
+	ambiguous := custom
+	ambiguous.Status = "x/{source}/{cluster}/s"
+	if err := ambiguous.Validate(); err == nil || !strings.Contains(err.Error(), "can match the same topic") {
+		t.Fatalf("ambiguous layout: %v", err)
+	}
+	topics, _ := SeedLayout.Compile()
+	if _, err := topics.Topic(Route{RoleSpec, "a/b", "c"}); err == nil {
+		t.Fatal("an ID with '/' made a topic")
+	}
+	if _, err := topics.Topic(Route{Role: RoleSpec, Source: "a"}); err == nil {
+		t.Fatal("a spec route without a cluster made a topic")
+	}
+	if _, ok := topics.Match("sources/a/clusters/b/unknown"); ok {
+		t.Fatal("matched an unknown topic")
+	}
+	if _, ok := topics.Match("sources//clusters/b/spec"); ok {
+		t.Fatal("matched an empty ID")
+	}
+	if _, err := LayoutByName("nope"); err == nil {
+		t.Fatal("unknown preset accepted")
+	}
+}
+
+func TestTLSConfig(t *testing.T) {
+	t.Parallel()
+	if cfg, err := (TLSConfig{}).Build("h"); err != nil || cfg != nil {
+		t.Fatalf("empty config: %v %v", cfg, err)
+	}
+	cfg, err := TLSConfig{MinVersion: "1.3"}.Build("broker.example")
+	if err != nil || cfg.MinVersion != tls.VersionTLS13 || cfg.ServerName != "broker.example" {
+		t.Fatalf("min version: %+v %v", cfg, err)
+	}
+	dir := t.TempDir()
+	notPEM := filepath.Join(dir, "ca.pem")
+	if err := os.WriteFile(notPEM, []byte("garbage"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	err = TLSConfig{CAFile: notPEM, CertFile: "only-cert.pem", MinVersion: "1.0"}.Validate()
+	if err == nil {
+		t.Fatal("bad TLS config accepted")
+	}
+	for _, want := range []string{"no PEM certificate", "must be set together", "minVersion"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q does not mention %q", err, want)
+		}
+	}
+	if !(TLSConfig{CAFile: "x"}).IsEnabled() {
+		t.Fatal("a CA alone must mean TLS")
+	}
+}
+
+type fileConfig struct {
+	Broker    string    `json:"broker"`
+	KeepAlive Duration  `json:"keepAlive"`
+	TLS       TLSConfig `json:"tls"`
+}
+
+func TestLoadFile(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	write := func(name, text string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(text), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	for _, p := range []string{
+		write("c.yaml", "broker: 127.0.0.1:1883\nkeepAlive: 45s\ntls:\n  caFile: /ca.pem\n"),
+		write("c.json", `{"broker":"127.0.0.1:1883","keepAlive":45,"tls":{"caFile":"/ca.pem"}}`),
+	} {
+		var c fileConfig
+		if err := LoadFile(p, &c); err != nil {
+			t.Fatal(err)
+		}
+		want := fileConfig{Broker: "127.0.0.1:1883", KeepAlive: Duration(45 * time.Second), TLS: TLSConfig{CAFile: "/ca.pem"}}
+		if diff := cmp.Diff(want, c); diff != "" {
+			t.Fatalf("%s (-want +got)\n%s", p, diff)
+		}
+	}
+	var c fileConfig
+	if err := LoadFile(write("typo.yaml", "brokr: x\n"), &c); err == nil || !strings.Contains(err.Error(), "brokr") {
+		t.Fatalf("unknown field: %v", err)
+	}
+	if err := LoadFile(write("bad.yaml", "keepAlive: soon\n"), &c); err == nil {
+		t.Fatal("bad duration accepted")
+	}
+	if err := LoadFile(filepath.Join(dir, "absent.yaml"), &c); err == nil {
+		t.Fatal("missing file accepted")
+	}
+}
+
+func TestBackoff(t *testing.T) {
+	t.Parallel()
+	b := Backoff{Min: 100 * time.Millisecond, Max: time.Second}
+	for attempt := range 20 {
+		d := b.Delay(attempt)
+		if d < 50*time.Millisecond || d > time.Second {
+			t.Fatalf("attempt %d: %v outside [50ms, 1s]", attempt, d)
+		}
+	}
+}

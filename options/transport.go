@@ -1,0 +1,185 @@
+package options
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+
+	cloudevents "github.com/cloudevents/sdk-go/v2"
+)
+
+// Sentinel errors every transport returns (wrapped) where they apply.
+var (
+	// ErrClosed is returned by calls on a transport after Close.
+	ErrClosed = errors.New("transport closed")
+	// ErrNotConnected is returned by Send while the transport has no
+	// connection to its broker; it reconnects by itself.
+	ErrNotConnected = errors.New("transport not connected")
+	// ErrNotStarted is returned by Send before Start.
+	ErrNotStarted = errors.New("transport not started")
+	// ErrTooLarge is returned by Send for an event larger than the transport or
+	// its broker accepts. The event is not sent; events behind it are unaffected.
+	ErrTooLarge = errors.New("event too large")
+)
+
+// Role is what an event is for, which decides where a transport routes it.
+type Role int
+
+const (
+	// RoleSpec: a source sends a resource's spec to one cluster.
+	RoleSpec Role = iota + 1
+	// RoleStatus: an agent sends a resource's status to one source.
+	RoleStatus
+	// RoleSpecResync: an agent asks every source for the specs it lacks.
+	RoleSpecResync
+	// RoleStatusResync: a source asks every agent for the statuses it lacks.
+	RoleStatusResync
+)
+
+// String returns the role's name.
+func (r Role) String() string {
+	switch r {
+	case RoleSpec:
+		return "spec"
+	case RoleStatus:
+		return "status"
+	case RoleSpecResync:
+		return "specresync"
+	case RoleStatusResync:
+		return "statusresync"
+	default:
+		return fmt.Sprintf("Role(%d)", int(r))
+	}
+}
+
+// Route says where an event goes: its role, the source and the cluster. A
+// sent event's route names every ID its role needs (spec and status: both;
+// spec resync: Cluster; status resync: Source). A received event's route holds
+// what the transport saw, for example in the topic; IDs it could not see are
+// empty and the receiver falls back to the event's extensions.
+type Route struct {
+	Role    Role
+	Source  string
+	Cluster string
+}
+
+// Validate reports a route that lacks an ID its role needs.
+func (r Route) Validate() error {
+	var errs []error
+	switch r.Role {
+	case RoleSpec, RoleStatus:
+		if r.Source == "" {
+			errs = append(errs, errors.New("source is empty"))
+		}
+		if r.Cluster == "" {
+			errs = append(errs, errors.New("cluster is empty"))
+		}
+	case RoleSpecResync:
+		if r.Cluster == "" {
+			errs = append(errs, errors.New("cluster is empty"))
+		}
+	case RoleStatusResync:
+		if r.Source == "" {
+			errs = append(errs, errors.New("source is empty"))
+		}
+	default:
+		errs = append(errs, fmt.Errorf("unknown role %d", int(r.Role)))
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("route %s: %w", r.Role, errors.Join(errs...))
+	}
+	return nil
+}
+
+// Subscription asks a transport for the events of one role. An empty Source
+// or Cluster matches any. DataTypes lists the data types the subscriber
+// decodes, for transports that route by data type (gRPC); others ignore it.
+type Subscription struct {
+	Role      Role
+	Source    string
+	Cluster   string
+	DataTypes []string
+}
+
+// SourceSubscriptions are what a source with sourceID receives: status from
+// any cluster, and spec resync requests from any cluster.
+func SourceSubscriptions(sourceID string, dataTypes []string) []Subscription {
+	return []Subscription{
+		{Role: RoleStatus, Source: sourceID, DataTypes: dataTypes},
+		{Role: RoleSpecResync, DataTypes: dataTypes},
+	}
+}
+
+// AgentSubscriptions are what the agent of clusterName receives: specs from
+// any source, and status resync requests from any source.
+func AgentSubscriptions(clusterName string, dataTypes []string) []Subscription {
+	return []Subscription{
+		{Role: RoleSpec, Cluster: clusterName, DataTypes: dataTypes},
+		{Role: RoleStatusResync, DataTypes: dataTypes},
+	}
+}
+
+// Delivery is one received event.
+type Delivery struct {
+	// Route is the role and IDs the transport saw, e.g. in the MQTT topic.
+	Route Route
+	// Event is the received event; the receiver owns it.
+	Event *cloudevents.Event
+
+	once sync.Once
+	done func()
+}
+
+// NewDelivery returns a delivery whose Done calls done once (done may be nil).
+func NewDelivery(route Route, evt *cloudevents.Event, done func()) *Delivery {
+	return &Delivery{Route: route, Event: evt, done: done}
+}
+
+// Done tells the transport the event is handled, or superseded by a newer one
+// for the same resource, so it may acknowledge it (transports that commit
+// offsets, such as Kafka, wait for it; others ignore it). Only the first call
+// counts; it is goroutine-safe.
+func (d *Delivery) Done() {
+	d.once.Do(func() {
+		if d.done != nil {
+			d.done()
+		}
+	})
+}
+
+// Receiver is what a transport delivers to; the generic clients implement it.
+// A transport calls it from its own receive goroutines; each method must
+// return quickly and must not call back into the transport's Close.
+type Receiver interface {
+	// Deliver hands over one received event.
+	Deliver(d *Delivery)
+	// Malformed reports a received message that is not a CloudEvent; the
+	// transport has dropped it and goes on.
+	Malformed(err error)
+	// Connected is called after every successful connect and subscribe,
+	// the first and each reconnect, so the receiver can resync.
+	Connected()
+}
+
+// Transport is the contract every broker binding implements. It routes
+// events by Role and never parses their payloads.
+//
+// A Transport is used by one client: Start once, Send from any goroutine,
+// Close once (further Closes are no-ops).
+type Transport interface {
+	// Start connects, subscribes to subs and delivers what arrives to r. It
+	// blocks until the first connection is up and subscribed, retrying with
+	// backoff, or until ctx ends. After it returns nil the transport keeps its
+	// connection up, reconnecting with backoff and calling r.Connected after
+	// each reconnect, until Close; ctx bounds only the first connection.
+	Start(ctx context.Context, subs []Subscription, r Receiver) error
+	// Send sends evt to where route points. It blocks until the broker has
+	// accepted the event (as far as the transport can tell) or ctx ends.
+	// It returns an error wrapping ErrNotConnected, ErrTooLarge, ErrClosed or
+	// ErrNotStarted where those apply. It is goroutine-safe.
+	Send(ctx context.Context, route Route, evt *cloudevents.Event) error
+	// Close disconnects and returns once every goroutine the transport started
+	// has stopped, or ctx ends. It is idempotent.
+	Close(ctx context.Context) error
+}
