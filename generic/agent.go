@@ -443,8 +443,8 @@ func (h *heldIndex) finishRebuild(epoch uint64, listed map[string]heldEntry) {
 // sequenceID reads the optional sequenceid extension: a decimal string, or
 // a CloudEvents integer from peers that send one.
 func sequenceID(evt *cloudevents.Event) (uint64, bool, error) {
-	v, ok := evt.Extensions()[types.ExtSequenceID]
-	if !ok || v == nil {
+	v, ok := types.Extension(evt, types.ExtSequenceID)
+	if !ok {
 		return 0, false, nil
 	}
 	switch v := v.(type) {

@@ -4,17 +4,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
-	cloudevents "github.com/cloudevents/sdk-go/v2"
 	"github.com/go-logr/logr"
-	"github.com/google/uuid"
+	"github.com/go-logr/logr/funcr"
 	"go.uber.org/goleak"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/workwire/sdk-go/generic"
 	"github.com/workwire/sdk-go/generic/types"
@@ -24,6 +22,7 @@ import (
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
+// src is the source ID of the unit tests that run on a private broker.
 const src = "hub1"
 
 var (
@@ -36,10 +35,11 @@ var (
 // counter is an Observer that counts what tests assert on.
 type counter struct {
 	generic.NopObserver
-	mu      sync.Mutex
-	dropped map[generic.DropReason]int
-	sent    map[string]int
-	recv    map[string]int
+	mu       sync.Mutex
+	dropped  map[generic.DropReason]int
+	sent     map[string]int
+	recv     map[string]int
+	answered int
 }
 
 func newCounter() *counter {
@@ -65,6 +65,18 @@ func (c *counter) EventReceived(_ generic.Side, t types.EventType) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.recv[string(t.SubResource)+"."+string(t.Action)]++
+}
+
+func (c *counter) ResyncAnswered(generic.Side, types.DataType, int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.answered++
+}
+
+func (c *counter) answers() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.answered
 }
 
 func (c *counter) drops(r generic.DropReason) int {
@@ -94,18 +106,29 @@ func testOpts(obs generic.Observer) []generic.Option {
 		generic.WithPublishRateLimit(0, 0),
 		generic.WithObserver(obs),
 		generic.WithErrorHandler(quiet),
-		generic.WithLogger(logr.Discard()),
+		generic.WithLogger(testLogger()),
 	}
 }
 
 type sourceSide struct {
-	client *generic.SourceClient[*widget]
-	store  *store
-	obs    *counter
+	client  *generic.SourceClient[*widget]
+	store   *store
+	obs     *counter
+	mu      sync.Mutex
+	handled map[string]int // statuses received per resource ID
 }
 
+func (s *sourceSide) calls(uid string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.handled[uid]
+}
+
+// close stops the source, as a crash or a restart does.
+func (s *sourceSide) close(t *testing.T) { closeClient(t, s.client.Close) }
+
 // startSource starts a source whose handler records statuses in its store.
-func startSource(t *testing.T, tr options.Transport, st *store, opts ...generic.SourceOption) *sourceSide {
+func startSource(t *testing.T, id string, tr options.Transport, st *store, opts ...generic.SourceOption) *sourceSide {
 	t.Helper()
 	obs := newCounter()
 	all := []generic.SourceOption{}
@@ -113,11 +136,15 @@ func startSource(t *testing.T, tr options.Transport, st *store, opts ...generic.
 		all = append(all, o)
 	}
 	all = append(all, opts...)
-	c, err := generic.NewSourceClient[*widget](src, tr, st, hashWidget, []generic.Codec[*widget]{widgetCodec{}}, all...)
+	c, err := generic.NewSourceClient[*widget](id, tr, st, hashWidget, []generic.Codec[*widget]{widgetCodec{}}, all...)
 	if err != nil {
 		t.Fatal(err)
 	}
+	side := &sourceSide{client: c, store: st, obs: obs, handled: map[string]int{}}
 	if err := c.Subscribe(func(_ context.Context, _ types.EventType, got *widget) error {
+		side.mu.Lock()
+		side.handled[string(got.UID)]++
+		side.mu.Unlock()
 		w, ok := st.get(string(got.UID))
 		if !ok {
 			return nil
@@ -129,7 +156,7 @@ func startSource(t *testing.T, tr options.Transport, st *store, opts ...generic.
 		t.Fatal(err)
 	}
 	startClient(t, c.Start, c.Close)
-	return &sourceSide{client: c, store: st, obs: obs}
+	return side
 }
 
 type agentSide struct {
@@ -139,6 +166,9 @@ type agentSide struct {
 	mu      sync.Mutex
 	handled map[string]int // handler calls per resource ID
 }
+
+// close stops the agent, as a crash or a restart does.
+func (a *agentSide) close(t *testing.T) { closeClient(t, a.client.Close) }
 
 func (a *agentSide) calls(uid string) int {
 	a.mu.Lock()
@@ -190,13 +220,15 @@ func startClient(t *testing.T, start, close func(context.Context) error) {
 	if err := start(ctx); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		if err := close(ctx); err != nil {
-			t.Errorf("close: %v", err)
-		}
-	})
+	t.Cleanup(func() { closeClient(t, close) })
+}
+
+func closeClient(t *testing.T, close func(context.Context) error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := close(ctx); err != nil {
+		t.Errorf("close: %v", err)
+	}
 }
 
 func eventually(t *testing.T, what string, cond func() bool) {
@@ -228,427 +260,10 @@ func sameSpecs(source, agent *store, cluster string) func() bool {
 	}
 }
 
-func TestPublishSubscribeBothWays(t *testing.T) {
-	t.Parallel()
-	b := memory.NewBroker()
-	w := newWidget(src, "cluster1", "a", "spec-1", 1)
-	hub := startSource(t, b.Transport(), newStore(w))
-	agent := startAgent(t, b.Transport(), "cluster1", newStore())
-
-	ctx := context.Background()
-	if err := hub.client.Publish(ctx, specCreate, w); err != nil {
-		t.Fatal(err)
-	}
-	eventually(t, "agent holds the widget", func() bool {
-		got, ok := agent.store.get(string(w.UID))
-		return ok && got.Spec == "spec-1" && got.Annotations[sourceAnnotation] == src
-	})
-
-	got, _ := agent.store.get(string(w.UID))
-	got.Status = "Applied"
-	agent.store.put(got)
-	if err := agent.client.Publish(ctx, statusUpdate, got); err != nil {
-		t.Fatal(err)
-	}
-	eventually(t, "source sees the status", func() bool {
-		got, _ := hub.store.get(string(w.UID))
-		return got.Status == "Applied"
-	})
-
-	w.Spec, w.Generation = "spec-2", 2
-	hub.store.put(w)
-	if err := hub.client.Publish(ctx, specUpdate, w); err != nil {
-		t.Fatal(err)
-	}
-	eventually(t, "agent holds the update", func() bool {
-		got, _ := agent.store.get(string(w.UID))
-		return got.Spec == "spec-2" && got.Generation == 2
-	})
-
-	w.DeletionTimestamp, w.Generation = &metav1.Time{Time: time.Now()}, 3
-	if err := hub.client.Publish(ctx, specDelete, w); err != nil {
-		t.Fatal(err)
-	}
-	eventually(t, "agent deleted the widget", func() bool { return agent.store.len() == 0 })
-}
-
-func TestSpecResyncWhenAgentStartsLate(t *testing.T) {
-	t.Parallel()
-	b := memory.NewBroker()
-	hubStore := newStore()
-	for i := range 5 {
-		hubStore.put(newWidget(src, "cluster1", fmt.Sprint("w", i), "s", 1))
-	}
-	for i := range 3 {
-		hubStore.put(newWidget(src, "cluster2", fmt.Sprint("w", i), "s", 1))
-	}
-	startSource(t, b.Transport(), hubStore)
-	agent := startAgent(t, b.Transport(), "cluster1", newStore())
-	eventually(t, "agent holds cluster1's widgets", sameSpecs(hubStore, agent.store, "cluster1"))
-	if n := agent.store.len(); n != 5 {
-		t.Fatalf("agent holds %d widgets, want 5 (none of cluster2's)", n)
-	}
-}
-
-// sourcesStore is an agent store that names its sources (generic.SourceLister).
-type sourcesStore struct{ *store }
-
-func (s sourcesStore) Sources(cluster string) ([]string, error) {
-	ws, err := s.List(generic.ListOptions{ClusterName: cluster})
-	if err != nil {
-		return nil, err
-	}
-	var out []string
-	for _, w := range ws {
-		out = append(out, w.Annotations[sourceAnnotation])
-	}
-	return out, nil
-}
-
-func TestSpecResyncFixesStaleAndOrphanResources(t *testing.T) {
-	t.Parallel()
-	b := memory.NewBroker()
-	stale := newWidget(src, "cluster1", "stale", "new", 3)
-	current := newWidget(src, "cluster1", "current", "same", 2)
-	deleting := newWidget(src, "cluster1", "deleting", "x", 2)
-	deleting.DeletionTimestamp = &metav1.Time{Time: time.Now()}
-	missing := newWidget(src, "cluster1", "missing", "m", 1)
-	hubStore := newStore(stale, current, deleting, missing)
-
-	oldStale := stale.copy()
-	oldStale.Spec, oldStale.Generation = "old", 1
-	orphan := newWidget(src, "cluster1", "orphan", "o", 4)
-	otherSources := newWidget("other-hub", "cluster1", "theirs", "t", 1)
-	agentStore := newStore(oldStale, current, deleting, orphan, otherSources)
-
-	hub := startSource(t, b.Transport(), hubStore)
-	agent := startAgent(t, b.Transport(), "cluster1", agentStore)
-
-	eventually(t, "agent converges", func() bool {
-		got, ok := agentStore.get(string(stale.UID))
-		_, orphanLeft := agentStore.get(string(orphan.UID))
-		_, deletingLeft := agentStore.get(string(deleting.UID))
-		_, missingThere := agentStore.get(string(missing.UID))
-		return ok && got.Spec == "new" && got.Generation == 3 && !orphanLeft && !deletingLeft && missingThere
-	})
-	if n := agent.calls(string(current.UID)); n != 0 {
-		t.Errorf("the up-to-date widget was sent %d times, want 0", n)
-	}
-	if n := hub.obs.sends("spec.delete_request"); n < 2 {
-		t.Errorf("source sent %d deletes, want at least 2 (the orphans and the deleting widget)", n)
-	}
-}
-
-func TestSpecResyncNeverDeletesAnotherSourcesResources(t *testing.T) {
-	t.Parallel()
-	b := memory.NewBroker()
-	hubStore := newStore(newWidget(src, "cluster1", "mine", "m", 1))
-	orphan := newWidget(src, "cluster1", "orphan", "o", 1)
-	theirs := newWidget("other-hub", "cluster1", "theirs", "t", 1)
-	agentStore := newStore(orphan, theirs)
-
-	startSource(t, b.Transport(), hubStore)
-	startAgentWith(t, b.Transport(), "cluster1", agentStore, sourcesStore{agentStore})
-	eventually(t, "orphan deleted and mine created", func() bool {
-		_, orphanLeft := agentStore.get(string(orphan.UID))
-		_, mine := agentStore.get("uid-cluster1-mine")
-		return !orphanLeft && mine
-	})
-	if _, ok := agentStore.get(string(theirs.UID)); !ok {
-		t.Fatal("the other source's widget was deleted")
-	}
-}
-
-func TestStatusResyncWhenSourceRestarts(t *testing.T) {
-	t.Parallel()
-	b := memory.NewBroker()
-	var hubWidgets, agentWidgets []*widget
-	for i := range 3 {
-		w := newWidget(src, "cluster1", fmt.Sprint("w", i), "s", 1)
-		hubWidgets = append(hubWidgets, w.copy())
-		w.Status = fmt.Sprint("status-", i)
-		agentWidgets = append(agentWidgets, w)
-	}
-	hubWidgets[1].Status = "status-1" // already up to date: must not be resent
-	agent := startAgent(t, b.Transport(), "cluster1", newStore(agentWidgets...))
-	hubStore := newStore(hubWidgets...)
-	hub := startSource(t, b.Transport(), hubStore)
-
-	eventually(t, "source has every status", func() bool {
-		ws, _ := hubStore.List(generic.ListOptions{})
-		for i, w := range ws {
-			if w.Status != fmt.Sprint("status-", i) {
-				return false
-			}
-		}
-		return true
-	})
-	eventually(t, "agent answered the status resync", func() bool { return agent.obs.sends("status.update_request") >= 2 })
-	if n := agent.obs.sends("status.update_request"); n != 2 {
-		t.Errorf("agent sent %d statuses, want 2 (one hash matched)", n)
-	}
-	_ = hub
-}
-
-func TestReconnectResyncsWhatWasMissed(t *testing.T) {
-	t.Parallel()
-	b := memory.NewBroker()
-	hubStore := newStore()
-	hub := startSource(t, b.Transport(), hubStore)
-	agentTr := b.Transport()
-	agent := startAgent(t, agentTr, "cluster1", newStore())
-
-	agentTr.Disconnect()
-	for i := range 10 {
-		w := newWidget(src, "cluster1", fmt.Sprint("w", i), "s", 1)
-		hubStore.put(w)
-		if err := hub.client.Publish(context.Background(), specCreate, w); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if n := agent.store.len(); n != 0 {
-		t.Fatalf("a disconnected agent received %d widgets", n)
-	}
-	agentTr.Reconnect()
-	eventually(t, "agent caught up after reconnect", sameSpecs(hubStore, agent.store, "cluster1"))
-}
-
-func TestBrokerRestartMidStreamLosesNothing(t *testing.T) {
-	t.Parallel()
-	b := memory.NewBroker()
-	hubStore := newStore()
-	hub := startSource(t, b.Transport(), hubStore)
-	agent := startAgent(t, b.Transport(), "cluster1", newStore())
-
-	for i := range 500 {
-		w := newWidget(src, "cluster1", fmt.Sprint("w", i), "s", 1)
-		hubStore.put(w)
-		err := hub.client.Publish(context.Background(), specCreate, w)
-		if err != nil && !errors.Is(err, options.ErrNotConnected) {
-			t.Fatal(err)
-		}
-		if i == 250 {
-			b.Restart()
-		}
-	}
-	eventually(t, "agent holds all 500", sameSpecs(hubStore, agent.store, "cluster1"))
-}
-
-func TestMalformedEventsDoNotStopTheSubscription(t *testing.T) {
-	t.Parallel()
-	b := memory.NewBroker()
-	agent := startAgent(t, b.Transport(), "cluster1", newStore())
-	route := options.Route{Role: options.RoleSpec, Source: src, Cluster: "cluster1"}
-	good := newWidget(src, "cluster1", "good", "s", 1)
-
-	raw := b.Transport()
-	startClient(t, func(ctx context.Context) error { return raw.Start(ctx, nil, nopReceiver{}) }, raw.Close)
-
-	b.SendRaw(route, []byte("not json at all"))
-	b.SendRaw(route, []byte(`{"specversion":"1.0","id":"1","source":"x","type":"bogus"}`))
-	for _, mutate := range []func(e *cloudevents.Event){
-		func(e *cloudevents.Event) { e.SetType("io.example.widgets.v1.widgets.spec.explode") },
-		func(e *cloudevents.Event) { e.SetType("io.example.other.v1.things.spec.create_request") },
-		func(e *cloudevents.Event) { e.SetExtension(types.ExtResourceID, nil) },
-		func(e *cloudevents.Event) { e.SetExtension(types.ExtResourceVersion, "abc") },
-		func(e *cloudevents.Event) { e.SetExtension(types.ExtClusterName, "cluster2") },
-		func(e *cloudevents.Event) { _ = e.SetData(cloudevents.ApplicationJSON, []int{1, 2}) },
-	} {
-		evt, err := widgetCodec{}.Encode(src, specCreate, newWidget(src, "cluster1", "bad", "s", 1))
-		if err != nil {
-			t.Fatal(err)
-		}
-		mutate(evt)
-		if err := raw.Send(context.Background(), route, evt); err != nil {
-			t.Fatal(err)
-		}
-	}
-	evt, err := widgetCodec{}.Encode(src, specCreate, good)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := raw.Send(context.Background(), route, evt); err != nil {
-		t.Fatal(err)
-	}
-	eventually(t, "the good event after the bad ones", func() bool {
-		_, ok := agent.store.get(string(good.UID))
-		return ok
-	})
-	if _, ok := agent.store.get("uid-cluster1-bad"); ok {
-		t.Error("a malformed event was applied")
-	}
-	for reason, want := range map[generic.DropReason]int{
-		generic.DropMalformed: 5, generic.DropUnknownDataType: 1, generic.DropForeign: 1, generic.DropDecode: 1,
-	} {
-		eventually(t, fmt.Sprintf("%d %s drops", want, reason), func() bool { return agent.obs.drops(reason) == want })
-	}
-}
-
-type nopReceiver struct{}
-
-func (nopReceiver) Deliver(d *options.Delivery) { d.Done() }
-func (nopReceiver) Malformed(error)             {}
-func (nopReceiver) Connected()                  {}
-
-func TestStaleAndForeignSpecsAreDropped(t *testing.T) {
-	t.Parallel()
-	b := memory.NewBroker()
-	agentStore := newStore()
-	agent := startAgent(t, b.Transport(), "cluster1", agentStore)
-	raw := b.Transport()
-	startClient(t, func(ctx context.Context) error { return raw.Start(ctx, nil, nopReceiver{}) }, raw.Close)
-
-	send := func(source string, gen int64, spec string) {
-		w := newWidget(source, "cluster1", "a", spec, gen)
-		evt, err := widgetCodec{}.Encode(source, specUpdate, w)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := raw.Send(context.Background(), options.Route{Role: options.RoleSpec, Source: source, Cluster: "cluster1"}, evt); err != nil {
-			t.Fatal(err)
-		}
-	}
-	send(src, 3, "v3")
-	eventually(t, "v3 applied", func() bool { w, ok := agentStore.get("uid-cluster1-a"); return ok && w.Spec == "v3" })
-	send(src, 2, "v2") // stale
-	eventually(t, "stale dropped", func() bool { return agent.obs.drops(generic.DropStale) == 1 })
-	send("intruder", 9, "evil") // another source claiming the resource
-	eventually(t, "foreign dropped", func() bool { return agent.obs.drops(generic.DropForeign) == 1 })
-	send(src, 3, "v3-again") // same version: idempotent, applied
-	eventually(t, "same version re-applied", func() bool { w, _ := agentStore.get("uid-cluster1-a"); return w.Spec == "v3-again" })
-}
-
-func TestOutOfOrderStatusIsDropped(t *testing.T) {
-	t.Parallel()
-	b := memory.NewBroker()
-	w := newWidget(src, "cluster1", "a", "s", 2)
-	hubStore := newStore(w)
-	hub := startSource(t, b.Transport(), hubStore)
-	raw := b.Transport()
-	startClient(t, func(ctx context.Context) error { return raw.Start(ctx, nil, nopReceiver{}) }, raw.Close)
-
-	send := func(gen int64, seq string, status string) {
-		s := w.copy()
-		s.Generation, s.Status = gen, status
-		evt, err := widgetCodec{}.Encode("cluster1", statusUpdate, s)
-		if err != nil {
-			t.Fatal(err)
-		}
-		evt.SetExtension(types.ExtSequenceID, seq)
-		if err := raw.Send(context.Background(), options.Route{Role: options.RoleStatus, Source: src, Cluster: "cluster1"}, evt); err != nil {
-			t.Fatal(err)
-		}
-	}
-	send(2, "100", "second")
-	eventually(t, "first status", func() bool { got, _ := hubStore.get(string(w.UID)); return got.Status == "second" })
-	// Each send waits for the previous one to be handled: queued events for
-	// one resource merge, newest first, before they reach this check.
-	send(2, "50", "first-late") // older sequence, same version: dropped
-	eventually(t, "older sequence dropped", func() bool { return hub.obs.drops(generic.DropOutOfOrder) == 1 })
-	send(1, "200", "old-gen") // older resource version: dropped
-	eventually(t, "older version dropped", func() bool { return hub.obs.drops(generic.DropOutOfOrder) == 2 })
-	send(3, "10", "new-gen") // newer resource version wins whatever its sequence
-	eventually(t, "newer generation applied", func() bool { got, _ := hubStore.get(string(w.UID)); return got.Status == "new-gen" })
-	if got, _ := hubStore.get(string(w.UID)); got.Status != "new-gen" {
-		t.Errorf("status %q", got.Status)
-	}
-}
-
-func TestLargeResyncIsBatched(t *testing.T) {
-	t.Parallel()
-	b := memory.NewBroker()
-	const n = 2500
-	hubStore := newStore()
-	agentStore := newStore()
-	for i := range n {
-		w := newWidget(src, "cluster1", fmt.Sprint("w", i), "s", 1)
-		hubStore.put(w)
-		if i%2 == 0 {
-			agentStore.put(w) // the agent already holds half
-		}
-	}
-	startSource(t, b.Transport(), hubStore)
-	spy := &spyTransport{Transport: b.Transport()}
-	agent := startAgent(t, spy, "cluster1", agentStore)
-	eventually(t, "agent holds all", sameSpecs(hubStore, agentStore, "cluster1"))
-	for i := range n {
-		if uid := fmt.Sprint("uid-cluster1-w", i); i%2 == 0 && agent.calls(uid) != 0 {
-			t.Fatalf("%s was sent although the agent held it", uid)
-		}
-	}
-	batches := 0
-	for _, evt := range spy.sentEvents() {
-		if evt.Type() != "io.example.widgets.v1.widgets.spec.resync_request" {
-			continue
-		}
-		batches++
-		l, err := types.DecodeResourceVersionList(evt.Data())
-		if err != nil {
-			t.Fatal(err)
-		}
-		if len(l.ResourceVersions) > types.MaxBatchEntries || len(evt.Data()) > types.MaxBatchBytes {
-			t.Errorf("batch of %d entries, %d bytes", len(l.ResourceVersions), len(evt.Data()))
-		}
-	}
-	if batches < 2 {
-		t.Errorf("%d entries went out in %d spec resync events, want at least 2", n/2, batches)
-	}
-}
-
-// spyTransport records what it sends.
-type spyTransport struct {
-	options.Transport
-	mu   sync.Mutex
-	sent []*cloudevents.Event
-}
-
-func (s *spyTransport) Send(ctx context.Context, r options.Route, evt *cloudevents.Event) error {
-	s.mu.Lock()
-	c := evt.Clone()
-	s.sent = append(s.sent, &c)
-	s.mu.Unlock()
-	return s.Transport.Send(ctx, r, evt)
-}
-
-func (s *spyTransport) sentEvents() []*cloudevents.Event {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return append([]*cloudevents.Event(nil), s.sent...)
-}
-
-func TestFailingHandlerIsRetried(t *testing.T) {
-	t.Parallel()
-	b := memory.NewBroker()
-	w := newWidget(src, "cluster1", "a", "s", 1)
-	hub := startSource(t, b.Transport(), newStore(w))
-	obs := newCounter()
-	st := newStore()
-	c, err := generic.NewAgentClient[*widget]("cluster1", b.Transport(), st, hashWidget, []generic.Codec[*widget]{widgetCodec{}},
-		generic.WithResyncInterval(0), generic.WithObserver(obs), generic.WithErrorHandler(quiet))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var calls atomic.Int32
-	if err := c.Subscribe(func(_ context.Context, _ types.EventType, got *widget) error {
-		if calls.Add(1) <= 2 {
-			return errors.New("cluster API unavailable")
-		}
-		st.put(got)
-		return nil
-	}); err != nil {
-		t.Fatal(err)
-	}
-	startClient(t, c.Start, c.Close)
-	if err := hub.client.Publish(context.Background(), specCreate, w); err != nil {
-		t.Fatal(err)
-	}
-	eventually(t, "applied after two failures", func() bool { return st.len() == 1 })
-}
-
 func TestLifecycle(t *testing.T) {
 	t.Parallel()
 	b := memory.NewBroker()
-	c, err := generic.NewSourceClient[*widget](src, b.Transport(), newStore(), hashWidget, []generic.Codec[*widget]{widgetCodec{}}, generic.WithErrorHandler(quiet))
+	c, err := generic.NewSourceClient[*widget](src, b.Transport(), newStore(), hashWidget, []generic.Codec[*widget]{widgetCodec{}}, generic.WithErrorHandler(quiet), generic.WithLogger(testLogger()))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -710,21 +325,9 @@ func TestConstructorsReportEveryProblem(t *testing.T) {
 	}
 }
 
-func TestSingularDataTypeIsAccepted(t *testing.T) {
-	t.Parallel()
-	b := memory.NewBroker()
-	agent := startAgent(t, b.Transport(), "cluster1", newStore())
-	raw := b.Transport()
-	startClient(t, func(ctx context.Context) error { return raw.Start(ctx, nil, nopReceiver{}) }, raw.Close)
-	w := newWidget(src, "cluster1", "a", "s", 1)
-	evt, err := widgetCodec{}.Encode(src, specCreate, w)
-	if err != nil {
-		t.Fatal(err)
+func testLogger() logr.Logger {
+	if os.Getenv("WORKWIRE_TEST_LOG") != "" {
+		return funcr.New(func(prefix, args string) { fmt.Fprintln(os.Stderr, time.Now().Format("15:04:05.000"), prefix, args) }, funcr.Options{Verbosity: 4})
 	}
-	evt.SetType("io.example.widgets.v1.widget.spec.create_request")
-	evt.SetID(uuid.NewString())
-	if err := raw.Send(context.Background(), options.Route{Role: options.RoleSpec, Source: src, Cluster: "cluster1"}, evt); err != nil {
-		t.Fatal(err)
-	}
-	eventually(t, "singular type applied", func() bool { return agent.store.len() == 1 })
+	return logr.Discard()
 }

@@ -90,7 +90,7 @@ func (c *config) validate() error {
 
 type sourceConfig struct {
 	config
-	orphanDeletion bool
+	orphanDeletion OrphanDeletion
 }
 
 type agentConfig struct {
@@ -166,12 +166,31 @@ func WithResyncSessionTTL(d time.Duration) Option {
 	return option(func(c *config) { c.sessionTTL = d })
 }
 
-// WithOrphanDeletion sets whether a source answers a spec resync with a
-// delete_request for every resource the agent holds that the source's
-// Lister no longer lists. Turn it off for a source whose Lister may be
-// incomplete. Default: on.
-func WithOrphanDeletion(on bool) SourceOption {
-	return sourceOption(func(c *sourceConfig) { c.orphanDeletion = on })
+// OrphanDeletion says which resources a source deletes from an agent that
+// holds them while the source's Lister no longer lists them.
+type OrphanDeletion int
+
+const (
+	// DeleteOwnOrphans deletes only resources the agent says are this
+	// source's (its spec resync names their source). Resources the agent
+	// cannot attribute are left alone: they may be another source's. The
+	// default; safe with any number of sources.
+	DeleteOwnOrphans OrphanDeletion = iota
+	// DeleteAllOrphans also deletes resources the agent does not attribute
+	// (agents that predate source attribution). Use it only when this is the
+	// only source its agents have.
+	DeleteAllOrphans
+	// KeepOrphans never deletes orphans: for a source whose Lister may be
+	// incomplete. Deletions then rely on the deletion handshake alone.
+	KeepOrphans
+)
+
+// WithOrphanDeletion sets which orphans a source deletes when it answers a
+// spec resync. Resources the source is deleting are re-sent as
+// delete_requests whatever the setting, until the agent confirms them.
+// Default: DeleteOwnOrphans.
+func WithOrphanDeletion(d OrphanDeletion) SourceOption {
+	return sourceOption(func(c *sourceConfig) { c.orphanDeletion = d })
 }
 
 // WithAgentID sets the CloudEvents source attribute of the agent's events.

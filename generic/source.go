@@ -31,7 +31,7 @@ type SourceClient[T Object] struct {
 // resources the source holds; hash gives their status hashes; codecs (one
 // per data type) encode and decode them. It does no network I/O.
 func NewSourceClient[T Object](sourceID string, tr options.Transport, lister Lister[T], hash StatusHashGetter[T], codecs []Codec[T], opts ...SourceOption) (*SourceClient[T], error) {
-	cfg := sourceConfig{config: defaultConfig(), orphanDeletion: true}
+	cfg := sourceConfig{config: defaultConfig(), orphanDeletion: DeleteOwnOrphans}
 	for i, o := range opts {
 		if o == nil {
 			return nil, fmt.Errorf("new source client: option %d is nil", i)
@@ -186,14 +186,15 @@ func (s *SourceClient[T]) answerResync(ctx context.Context, cluster string, dt t
 	if err != nil {
 		return malformed(err)
 	}
-	// Entries of a batch that names another source are that source's; only
-	// ours, or unattributed ones (older peers), may be deleted as orphans.
-	ours := true
-	if src, ok, err := types.StringExtension(batch, types.ExtOriginalSource); err != nil {
+	// Only entries the agent says are ours may be deleted as orphans: every
+	// source hears every agent's resync, and an unattributed entry may be
+	// another source's resource.
+	src, attributed, err := types.StringExtension(batch, types.ExtOriginalSource)
+	if err != nil {
 		return malformed(err)
-	} else if ok && src != c.id {
-		ours = false
 	}
+	deleteOrphans := s.cfg.orphanDeletion != KeepOrphans &&
+		((attributed && src == c.id) || (!attributed && s.cfg.orphanDeletion == DeleteAllOrphans))
 
 	key := sessionKey{peer: cluster, dt: dt}
 	sess, fresh := c.sessions.open(key, resyncID, total, c.cfg.sessionTTL, time.Now())
@@ -226,7 +227,7 @@ func (s *SourceClient[T]) answerResync(ctx context.Context, cluster string, dt t
 				return err
 			}
 			sess.sent++
-		case !ok && ours && s.cfg.orphanDeletion:
+		case !ok && deleteOrphans:
 			if err := s.sendOrphanDelete(ctx, dt, cluster, e); err != nil {
 				return err
 			}

@@ -113,7 +113,9 @@ func (widgetCodec) Decode(evt *cloudevents.Event) (*widget, error) {
 	return w, nil
 }
 
-func hashWidget(w *widget) (string, error) { return generic.StatusHash(map[string]string{"status": w.Status}) }
+func hashWidget(w *widget) (string, error) {
+	return generic.StatusHash(map[string]string{"status": w.Status})
+}
 
 // store is a goroutine-safe map of widgets that lists like a Lister.
 type store struct {

@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/eclipse/paho.golang/paho"
 	"github.com/go-logr/logr"
 	"go.uber.org/goleak"
 
@@ -87,18 +86,9 @@ func publishRaw(t *testing.T, addr string, route options.Route, payload []byte) 
 	if err != nil {
 		t.Fatal(err)
 	}
-	conn, err := net.Dial("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	cli := paho.NewClient(paho.ClientConfig{Conn: conn})
-	if _, err := cli.Connect(ctx, &paho.Connect{ClientID: "raw-" + time.Now().Format("150405.000000"), CleanStart: true, KeepAlive: 30}); err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = cli.Disconnect(&paho.Disconnect{}); <-cli.Done() }()
-	if _, err := cli.Publish(ctx, &paho.Publish{Topic: topic, QoS: 1, Payload: payload}); err != nil {
+	if err := mqtttest.Publish(ctx, addr, topic, payload); err != nil {
 		t.Fatal(err)
 	}
 }

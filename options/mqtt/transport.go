@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"sync"
 	"time"
@@ -16,6 +17,7 @@ import (
 	"github.com/cloudevents/sdk-go/v2/binding"
 	"github.com/eclipse/paho.golang/packets"
 	"github.com/eclipse/paho.golang/paho"
+	"github.com/eclipse/paho.golang/paho/session"
 	"github.com/go-logr/logr"
 	"k8s.io/klog/v2"
 
@@ -48,6 +50,7 @@ type Transport struct {
 	started   bool
 	closed    bool
 	client    *paho.Client // nil while disconnected
+	connDone  context.Context
 	maxPacket uint32       // the broker's announced limit, 0 if none
 	recv      options.Receiver
 	subs      []paho.SubscribeOptions
@@ -139,22 +142,26 @@ func (t *Transport) Start(ctx context.Context, subs []options.Subscription, r op
 	stop := context.AfterFunc(t.ctx, cancel)
 	defer stop()
 
+	// The supervisor's WaitGroup entry is taken now, so goroutines that
+	// connect starts are always added while the count is positive.
+	t.wg.Add(1)
 	var last error
 	for attempt := 0; ; attempt++ {
 		cli, err := t.connect(ctx)
 		if err == nil {
 			t.log.V(2).Info("connected", "subscriptions", len(filters))
-			t.wg.Add(1)
 			go t.supervise(cli)
 			r.Connected()
 			return nil
 		}
 		last = err
 		if errors.Is(err, errRefused) {
+			t.wg.Done()
 			return err
 		}
 		t.log.V(2).Info("connect failed; retrying", "attempt", attempt, "err", err)
 		if !sleep(ctx, t.backoff.Delay(attempt)) {
+			t.wg.Done()
 			return fmt.Errorf("mqtt: connect to %s: %w (last error: %w)", t.cfg.BrokerHost, ctx.Err(), last)
 		}
 	}
@@ -232,7 +239,23 @@ func (t *Transport) connect(ctx context.Context) (*paho.Client, error) {
 		return nil, options.ErrClosed
 	}
 	t.client, t.maxPacket = cli, maxPacket
+	// connDone ends with the connection, so publishes waiting for an
+	// acknowledgement fail at once instead of after paho's packet timeout.
+	t.connDone = t.connContext(cli)
 	return cli, nil
+}
+
+// connContext returns a context cancelled when cli shuts down. Its
+// goroutine ends with the connection; Close waits for it.
+func (t *Transport) connContext(cli *paho.Client) context.Context {
+	ctx, cancel := context.WithCancel(context.Background())
+	t.wg.Add(1)
+	go func() {
+		defer t.wg.Done()
+		<-cli.Done()
+		cancel()
+	}()
+	return ctx
 }
 
 // isRefusal reports CONNACK reason codes that retrying cannot fix.
@@ -366,7 +389,7 @@ func (t *Transport) Send(ctx context.Context, route options.Route, evt *cloudeve
 		return fmt.Errorf("mqtt: %w", err)
 	}
 	t.mu.Lock()
-	cli, maxPacket := t.client, t.maxPacket
+	cli, maxPacket, connDone := t.client, t.maxPacket, t.connDone
 	var state error
 	switch {
 	case t.closed:
@@ -389,15 +412,28 @@ func (t *Transport) Send(ctx context.Context, route options.Route, evt *cloudeve
 			return fmt.Errorf("mqtt: event %s of type %s: %w: %d bytes, limit %d", evt.ID(), evt.Type(), options.ErrTooLarge, size, limit)
 		}
 	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	defer context.AfterFunc(connDone, cancel)()
 	if _, err := cli.Publish(ctx, pub); err != nil {
-		select {
-		case <-cli.Done():
+		if lostConnection(cli, err) {
 			return fmt.Errorf("mqtt: publish to %s: %w: %w", topic, options.ErrNotConnected, err)
-		default:
 		}
 		return fmt.Errorf("mqtt: publish to %s: %w", topic, err)
 	}
 	return nil
+}
+
+// lostConnection reports whether a publish failed because the connection
+// went away (the supervisor reconnects) rather than for the event itself.
+func lostConnection(cli *paho.Client, err error) bool {
+	select {
+	case <-cli.Done():
+		return true
+	default:
+	}
+	return errors.Is(err, session.ErrNoConnection) || errors.Is(err, paho.ErrConnectionLost) ||
+		errors.Is(err, paho.ErrNetworkErrorAfterStored) || errors.Is(err, net.ErrClosed) || errors.Is(err, io.EOF)
 }
 
 func (t *Transport) limit(brokerMax uint32) int {

@@ -10,6 +10,8 @@
 package mqtttest
 
 import (
+	"context"
+	"crypto/rand"
 	"crypto/tls"
 	"errors"
 	"fmt"
@@ -20,6 +22,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/eclipse/paho.golang/paho"
 	mochi "github.com/mochi-mqtt/server/v2"
 	"github.com/mochi-mqtt/server/v2/hooks/auth"
 	"github.com/mochi-mqtt/server/v2/listeners"
@@ -145,3 +148,29 @@ func isAddrInUse(err error) bool {
 
 // Close stops the broker. It is idempotent.
 func (b *Broker) Close() error { return b.Stop() }
+
+// Publish connects to the broker at addr as a plain MQTT client and
+// publishes payload on topic at QoS 1, as a foreign or broken peer would:
+// use it to feed subscribers messages that are not CloudEvents.
+func Publish(ctx context.Context, addr, topic string, payload []byte) error {
+	var d net.Dialer
+	conn, err := d.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return fmt.Errorf("mqtttest: publish: %w", err)
+	}
+	cli := paho.NewClient(paho.ClientConfig{Conn: conn})
+	var id [6]byte
+	_, _ = rand.Read(id[:])
+	if _, err := cli.Connect(ctx, &paho.Connect{ClientID: fmt.Sprintf("mqtttest-%x", id), CleanStart: true, KeepAlive: 30}); err != nil {
+		_ = conn.Close()
+		return fmt.Errorf("mqtttest: publish: connect: %w", err)
+	}
+	defer func() {
+		_ = cli.Disconnect(&paho.Disconnect{})
+		<-cli.Done()
+	}()
+	if _, err := cli.Publish(ctx, &paho.Publish{Topic: topic, QoS: 1, Payload: payload}); err != nil {
+		return fmt.Errorf("mqtttest: publish: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,402 @@
+package codec
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"strconv"
+	"time"
+
+	cloudevents "github.com/cloudevents/sdk-go/v2"
+	"github.com/cloudevents/sdk-go/v2/event"
+	"github.com/google/uuid"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	kubetypes "k8s.io/apimachinery/pkg/types"
+	workv1 "open-cluster-management.io/api/work/v1"
+
+	"github.com/workwire/sdk-go/generic"
+	"github.com/workwire/sdk-go/generic/types"
+)
+
+// OriginalSourceAnnotation is the annotation in which Decode records the
+// CloudEvents source of a spec event on the work it returns (agent side), and
+// from which Encode takes the originalsource extension of a status event, so
+// the status goes back to the source the work came from.
+const OriginalSourceAnnotation = "workwire.io/original-source"
+
+// Data types of the two ManifestWork codecs, in the plural form encoders
+// emit. Decoders also accept their Singular() forms, which seed 000's
+// examples use. Treat them as constants.
+var (
+	// ManifestBundlesDataType is "io.open-cluster-management.works.v1alpha1.manifestbundles":
+	// a whole ManifestWork per event.
+	ManifestBundlesDataType = types.DataType{Group: workGroup, Version: workVersion, Resource: "manifestbundles"}
+	// ManifestsDataType is "io.open-cluster-management.works.v1alpha1.manifests":
+	// a ManifestWork with exactly one manifest per event.
+	ManifestsDataType = types.DataType{Group: workGroup, Version: workVersion, Resource: "manifests"}
+)
+
+const (
+	workGroup   = "io.open-cluster-management.works"
+	workVersion = "v1alpha1"
+	workKind    = "ManifestWork"
+)
+
+// workAPIVersion is "work.open-cluster-management.io/v1".
+var workAPIVersion = workv1.GroupVersion.String()
+
+// StatusHash returns the hash of work's status that status resync compares:
+// generic.StatusHash of work.Status. It is a generic.StatusHashGetter for
+// ManifestWork, goroutine-safe, and returns an error for a nil work.
+func StatusHash(work *workv1.ManifestWork) (string, error) {
+	if work == nil {
+		return "", errors.New("status hash: work is nil")
+	}
+	return generic.StatusHash(work.Status)
+}
+
+var _ generic.StatusHashGetter[*workv1.ManifestWork] = StatusHash
+
+// payloads is what tells the two codecs apart: how each builds and reads the
+// data of spec and status events. The shared code around it handles the
+// event type, the attributes and the extensions.
+type payloads struct {
+	dataType types.DataType
+	// encodeSpec and encodeStatus return the data.
+	encodeSpec   func(work *workv1.ManifestWork) ([]byte, error)
+	encodeStatus func(work *workv1.ManifestWork) ([]byte, error)
+	// decodeSpec and decodeStatus fill work from data.
+	decodeSpec   func(work *workv1.ManifestWork, data []byte) error
+	decodeStatus func(work *workv1.ManifestWork, data []byte) error
+}
+
+// fieldError places a cause at a field; newError moves it into Error.Field.
+type fieldError struct {
+	field string
+	err   error
+}
+
+func (e *fieldError) Error() string { return e.field + ": " + e.err.Error() }
+func (e *fieldError) Unwrap() error { return e.err }
+
+func atField(field string, err error) error { return &fieldError{field: field, err: err} }
+
+func newError(op, eventType, eventID, work string, err error) *Error {
+	e := &Error{Op: op, EventType: eventType, EventID: eventID, Work: work, Err: err}
+	var fe *fieldError
+	if errors.As(err, &fe) {
+		e.Field, e.Err = fe.field, fe.err
+	}
+	return e
+}
+
+// checkType reports whether t is an event type of data type dt (plural or
+// singular) that a codec handles: spec or status, but not resync_request.
+func checkType(dt types.DataType, t types.EventType) error {
+	if t.DataType != dt && t.DataType != dt.Singular() {
+		return fmt.Errorf("%w: data type %q, want %q (or %q)", ErrUnsupportedType, t.DataType, dt, dt.Singular())
+	}
+	switch t.SubResource {
+	case types.SubResourceSpec, types.SubResourceStatus:
+	default:
+		return fmt.Errorf("%w: subresource %q, want spec or status", ErrUnsupportedType, t.SubResource)
+	}
+	switch t.Action {
+	case types.CreateRequest, types.UpdateRequest, types.DeleteRequest:
+	case types.ResyncRequest:
+		return fmt.Errorf("%w: %s carries a resync payload, not a work (the clients handle it)", ErrUnsupportedType, t.Action)
+	default:
+		return fmt.Errorf("%w: action %q, want create_request, update_request or delete_request", ErrUnsupportedType, t.Action)
+	}
+	return nil
+}
+
+func workName(w *workv1.ManifestWork) string {
+	if w == nil {
+		return ""
+	}
+	if w.Namespace == "" {
+		return w.Name
+	}
+	return w.Namespace + "/" + w.Name
+}
+
+// wireMeta is the part of a work's ObjectMeta the metadata extension
+// carries. Its JSON field names are ObjectMeta's, so peers may decode it as
+// an ObjectMeta; unknown fields a peer sends are skipped on decode.
+type wireMeta struct {
+	Name              string            `json:"name,omitempty"`
+	Namespace         string            `json:"namespace,omitempty"`
+	UID               kubetypes.UID     `json:"uid,omitempty"`
+	Generation        int64             `json:"generation,omitempty"`
+	CreationTimestamp metav1.Time       `json:"creationTimestamp"`
+	DeletionTimestamp *metav1.Time      `json:"deletionTimestamp,omitempty"`
+	Labels            map[string]string `json:"labels,omitempty"`
+	Annotations       map[string]string `json:"annotations,omitempty"`
+}
+
+// encode builds the event of type t for work; p supplies the data.
+func (p *payloads) encode(source string, t types.EventType, work *workv1.ManifestWork) (*cloudevents.Event, error) {
+	evt, err := p.encodeEvent(source, t, work)
+	if err != nil {
+		return nil, newError("encode", t.String(), "", workName(work), err)
+	}
+	return evt, nil
+}
+
+func (p *payloads) encodeEvent(source string, t types.EventType, work *workv1.ManifestWork) (*cloudevents.Event, error) {
+	if err := checkType(p.dataType, t); err != nil {
+		return nil, err
+	}
+	if t.SubResource == types.SubResourceStatus && t.Action != types.UpdateRequest {
+		return nil, fmt.Errorf("%w: status events are %s, not %s", ErrUnsupportedType, types.UpdateRequest, t.Action)
+	}
+	if work == nil {
+		return nil, errors.New("work is nil")
+	}
+	if source == "" {
+		return nil, errors.New("source is empty")
+	}
+	if work.UID == "" {
+		return nil, atField("metadata.uid", errors.New("empty (it is the resourceid extension)"))
+	}
+	if work.Namespace == "" {
+		return nil, atField("metadata.namespace", errors.New("empty (it is the clustername extension)"))
+	}
+	if work.Generation < 0 || work.Generation > math.MaxInt32 {
+		return nil, atField("metadata.generation", fmt.Errorf("%d does not fit the resourceversion extension (CloudEvents integers are 32 bits)", work.Generation))
+	}
+
+	t.DataType = p.dataType // always emit the plural
+	evt := cloudevents.NewEvent()
+	evt.SetID(uuid.NewString())
+	evt.SetSource(source)
+	evt.SetType(t.String())
+	evt.SetTime(time.Now())
+	evt.SetDataContentType(cloudevents.ApplicationJSON)
+	evt.SetExtension(types.ExtResourceID, string(work.UID))
+	if err := types.SetInt32Extension(&evt, types.ExtResourceVersion, work.Generation); err != nil {
+		return nil, err
+	}
+	evt.SetExtension(types.ExtClusterName, work.Namespace)
+
+	var data []byte
+	var err error
+	switch t.SubResource {
+	case types.SubResourceSpec:
+		meta, merr := json.Marshal(&wireMeta{
+			Name:              work.Name,
+			Namespace:         work.Namespace,
+			UID:               work.UID,
+			Generation:        work.Generation,
+			CreationTimestamp: work.CreationTimestamp,
+			DeletionTimestamp: work.DeletionTimestamp,
+			Labels:            work.Labels,
+			Annotations:       work.Annotations,
+		})
+		if merr != nil {
+			return nil, atField("metadata", merr)
+		}
+		evt.SetExtension(types.ExtMetadata, string(meta))
+		switch {
+		case work.DeletionTimestamp != nil:
+			types.SetTimeExtension(&evt, types.ExtDeletionTimestamp, work.DeletionTimestamp.Time)
+		case t.Action == types.DeleteRequest:
+			// A delete_request always says when: seed 000's examples do.
+			types.SetTimeExtension(&evt, types.ExtDeletionTimestamp, time.Now())
+		}
+		if t.Action == types.DeleteRequest {
+			return &evt, nil // seed 000's delete_requests carry no data
+		}
+		data, err = p.encodeSpec(work)
+	case types.SubResourceStatus:
+		src := work.Annotations[OriginalSourceAnnotation]
+		if src == "" {
+			return nil, ErrNoOriginalSource
+		}
+		evt.SetExtension(types.ExtOriginalSource, src)
+		data, err = p.encodeStatus(work)
+	}
+	if err != nil {
+		return nil, err
+	}
+	evt.DataEncoded = data
+	return &evt, nil
+}
+
+// decode returns the work evt carries; p reads the data.
+func (p *payloads) decode(evt *cloudevents.Event) (*workv1.ManifestWork, error) {
+	if evt == nil {
+		return nil, newError("decode", "", "", "", errors.New("event is nil"))
+	}
+	switch c := evt.Context.(type) {
+	case nil:
+		return nil, newError("decode", "", "", "", errors.New("event has no context"))
+	case *event.EventContextV1:
+		if c == nil {
+			return nil, newError("decode", "", "", "", errors.New("event has no context"))
+		}
+	case *event.EventContextV03:
+		if c == nil {
+			return nil, newError("decode", "", "", "", errors.New("event has no context"))
+		}
+	}
+	work, err := p.decodeEvent(evt)
+	if err != nil {
+		return nil, newError("decode", evt.Type(), evt.ID(), "", err)
+	}
+	return work, nil
+}
+
+func (p *payloads) decodeEvent(evt *cloudevents.Event) (*workv1.ManifestWork, error) {
+	t, err := types.ParseEventType(evt.Type())
+	if err != nil {
+		return nil, err
+	}
+	if err := checkType(p.dataType, t); err != nil {
+		return nil, err
+	}
+	id, err := types.RequiredString(evt, types.ExtResourceID)
+	if err != nil {
+		return nil, err
+	}
+	cluster, _, err := types.StringExtension(evt, types.ExtClusterName)
+	if err != nil {
+		return nil, err
+	}
+	work := &workv1.ManifestWork{
+		TypeMeta:   metav1.TypeMeta{Kind: workKind, APIVersion: workAPIVersion},
+		ObjectMeta: metav1.ObjectMeta{UID: kubetypes.UID(id), Namespace: cluster},
+	}
+	data := bytes.TrimSpace(evt.Data())
+	if string(data) == "null" {
+		data = nil
+	}
+
+	if t.SubResource == types.SubResourceStatus {
+		version, _, err := types.Int64Extension(evt, types.ExtResourceVersion)
+		if err != nil {
+			return nil, err
+		}
+		if version < 0 {
+			return nil, atField("extension \"resourceversion\"", fmt.Errorf("%d is negative", version))
+		}
+		work.Generation = version
+		if len(data) == 0 {
+			return nil, atField("data", errors.New("missing (a status event carries the work's status)"))
+		}
+		if err := p.decodeStatus(work, data); err != nil {
+			return nil, err
+		}
+		return work, nil
+	}
+
+	// Spec event, on an agent.
+	version, err := types.RequiredInt64(evt, types.ExtResourceVersion)
+	if err != nil {
+		return nil, err
+	}
+	if version < 0 {
+		return nil, atField("extension \"resourceversion\"", fmt.Errorf("%d is negative", version))
+	}
+	source := evt.Source()
+	if source == "" {
+		return nil, atField("source", errors.New("empty (it is recorded as the work's original source)"))
+	}
+	if err := decodeMeta(evt, work); err != nil {
+		return nil, err
+	}
+	// The extensions are the truth; the metadata only fills in.
+	work.UID = kubetypes.UID(id)
+	work.Generation = version
+	work.ResourceVersion = strconv.FormatInt(version, 10)
+	if cluster != "" {
+		work.Namespace = cluster
+	}
+	if work.Name == "" {
+		work.Name = id
+	}
+	if work.Annotations == nil {
+		work.Annotations = make(map[string]string, 1)
+	}
+	work.Annotations[OriginalSourceAnnotation] = source
+
+	ts, ok, err := types.TimeExtension(evt, types.ExtDeletionTimestamp)
+	switch {
+	case err != nil:
+		return nil, err
+	case ok:
+		work.DeletionTimestamp = &metav1.Time{Time: ts}
+	case work.DeletionTimestamp == nil && t.Action == types.DeleteRequest:
+		now := evt.Time()
+		if now.IsZero() {
+			now = time.Now()
+		}
+		work.DeletionTimestamp = &metav1.Time{Time: now.UTC()}
+	}
+
+	if len(data) == 0 {
+		if t.Action != types.DeleteRequest {
+			return nil, atField("data", fmt.Errorf("missing (a %s carries the work's manifests)", t.Action))
+		}
+		return work, nil
+	}
+	if err := p.decodeSpec(work, data); err != nil {
+		return nil, err
+	}
+	return work, nil
+}
+
+// decodeMeta fills work's metadata from the optional metadata extension.
+func decodeMeta(evt *cloudevents.Event, work *workv1.ManifestWork) error {
+	raw, ok, err := types.StringExtension(evt, types.ExtMetadata)
+	if err != nil || !ok || raw == "" {
+		return err
+	}
+	var m wireMeta
+	if err := unmarshalWireMeta([]byte(raw), &m); err != nil {
+		return atField("extension \"metadata\"", jsonError(err))
+	}
+	work.Name = m.Name
+	work.Namespace = m.Namespace
+	work.CreationTimestamp = m.CreationTimestamp
+	work.DeletionTimestamp = m.DeletionTimestamp
+	work.Labels = m.Labels
+	work.Annotations = m.Annotations
+	return nil
+}
+
+// marshalData marshals a status payload, the one json.Marshal of the event.
+func marshalData(v any) ([]byte, error) {
+	data, err := json.Marshal(v)
+	if err != nil {
+		return nil, atField("data", err)
+	}
+	return data, nil
+}
+
+// jsonKind names the kind of JSON value raw starts with, for errors.
+func jsonKind(raw []byte) string {
+	raw = bytes.TrimLeft(raw, " \t\r\n")
+	if len(raw) == 0 {
+		return "null" // what a RawExtension holds after decoding null
+	}
+	switch c := raw[0]; {
+	case c == '{':
+		return "an object"
+	case c == '[':
+		return "an array"
+	case c == '"':
+		return "a string"
+	case c == 't' || c == 'f':
+		return "a boolean"
+	case c == 'n':
+		return "null"
+	case c == '-' || (c >= '0' && c <= '9'):
+		return "a number"
+	default:
+		return "invalid JSON"
+	}
+}

@@ -1,0 +1,621 @@
+package generic_test
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	cloudevents "github.com/cloudevents/sdk-go/v2"
+	"github.com/go-logr/logr"
+	"github.com/google/uuid"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/workwire/sdk-go/generic"
+	"github.com/workwire/sdk-go/generic/types"
+	"github.com/workwire/sdk-go/internal/mosquitto"
+	"github.com/workwire/sdk-go/options"
+	"github.com/workwire/sdk-go/options/memory"
+	"github.com/workwire/sdk-go/options/mqtt"
+	"github.com/workwire/sdk-go/options/mqtt/mqtttest"
+)
+
+// The scenarios below are the protocol's integration suite. Each runs on
+// every transport: the in-memory broker, the embedded MQTT broker, and a
+// real Mosquitto when WORKWIRE_MQTT_BROKER names one.
+
+// env is one transport setup for one scenario. IDs are unique per scenario
+// so scenarios can share a real broker.
+type env struct {
+	src, c1, c2 string
+	transport   func(t *testing.T) options.Transport
+	restart     func(t *testing.T)
+	sendRaw     func(t *testing.T, r options.Route, payload []byte)
+}
+
+type scenario struct {
+	name        string
+	run         func(t *testing.T, e *env)
+	needRestart bool
+}
+
+var scenarios = []scenario{
+	{name: "PublishSubscribeBothWays", run: scenarioPublishSubscribeBothWays},
+	{name: "SpecResyncWhenAgentStartsLate", run: scenarioSpecResyncWhenAgentStartsLate},
+	{name: "SpecResyncFixesStaleAndOrphanResources", run: scenarioSpecResyncFixesStaleAndOrphanResources},
+	{name: "SpecResyncNeverDeletesAnotherSourcesResources", run: scenarioSpecResyncNeverDeletesAnotherSourcesResources},
+	{name: "UnattributedResourcesAreKept", run: scenarioUnattributedResourcesAreKept},
+	{name: "StatusResyncWhenSourceRestarts", run: scenarioStatusResyncWhenSourceRestarts},
+	{name: "AgentRestartResyncsWhatWasMissed", run: scenarioAgentRestartResyncsWhatWasMissed},
+	{name: "BrokerRestartMidStreamLosesNothing", run: scenarioBrokerRestartMidStreamLosesNothing, needRestart: true},
+	{name: "MalformedEventsDoNotStopTheSubscription", run: scenarioMalformedEventsDoNotStopTheSubscription},
+	{name: "StaleAndForeignSpecsAreDropped", run: scenarioStaleAndForeignSpecsAreDropped},
+	{name: "OutOfOrderStatusIsDropped", run: scenarioOutOfOrderStatusIsDropped},
+	{name: "LargeResyncIsBatched", run: scenarioLargeResyncIsBatched},
+	{name: "FailingHandlerIsRetried", run: scenarioFailingHandlerIsRetried},
+	{name: "SingularDataTypeIsAccepted", run: scenarioSingularDataTypeIsAccepted},
+}
+
+type envMaker struct {
+	name string
+	make func(t *testing.T, needRestart bool) *env
+}
+
+func envMakers() []envMaker {
+	makers := []envMaker{
+		{name: "memory", make: func(t *testing.T, _ bool) *env {
+			b := memory.NewBroker()
+			return &env{
+				transport: func(*testing.T) options.Transport { return b.Transport() },
+				restart:   func(*testing.T) { b.Restart() },
+				sendRaw:   func(_ *testing.T, r options.Route, p []byte) { b.SendRaw(r, p) },
+			}
+		}},
+		{name: "mqtt-embedded", make: func(t *testing.T, _ bool) *env {
+			b := mqtttest.NewBroker(t)
+			e := mqttEnv(b.Addr())
+			e.restart = func(t *testing.T) {
+				if err := b.Restart(); err != nil {
+					t.Fatal(err)
+				}
+			}
+			return e
+		}},
+	}
+	if addr := os.Getenv(mosquitto.EnvBroker); addr != "" {
+		makers = append(makers, envMaker{name: "mqtt-mosquitto", make: func(t *testing.T, needRestart bool) *env {
+			if !needRestart {
+				return mqttEnv(addr)
+			}
+			// The shared broker cannot be restarted from a test: use a private one.
+			b := mosquitto.Start(t, "allow_anonymous true", "")
+			e := mqttEnv(b.Addr())
+			e.restart = func(t *testing.T) {
+				ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+				defer cancel()
+				if err := b.Restart(ctx); err != nil {
+					t.Fatal(err)
+				}
+			}
+			return e
+		}})
+	}
+	return makers
+}
+
+func mqttEnv(addr string) *env {
+	return &env{
+		transport: func(t *testing.T) options.Transport {
+			tr, err := mqtt.New(mqtt.Config{
+				BrokerHost:          addr,
+				ReconnectMinBackoff: options.Duration(20 * time.Millisecond),
+				ReconnectMaxBackoff: options.Duration(500 * time.Millisecond),
+			}, mqtt.WithLogger(logr.Discard()))
+			if err != nil {
+				t.Fatal(err)
+			}
+			return tr
+		},
+		sendRaw: func(t *testing.T, r options.Route, payload []byte) {
+			topics, err := options.SeedLayout.Compile()
+			if err != nil {
+				t.Fatal(err)
+			}
+			topic, err := topics.Topic(r)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			if err := mqtttest.Publish(ctx, addr, topic, payload); err != nil {
+				t.Fatal(err)
+			}
+		},
+	}
+}
+
+func TestScenarios(t *testing.T) {
+	for _, m := range envMakers() {
+		t.Run(m.name, func(t *testing.T) {
+			t.Parallel()
+			for _, s := range scenarios {
+				t.Run(s.name, func(t *testing.T) {
+					t.Parallel()
+					e := m.make(t, s.needRestart)
+					if s.needRestart && e.restart == nil {
+						t.Skip("this transport cannot restart its broker")
+					}
+					var b [4]byte
+					_, _ = rand.Read(b[:])
+					suffix := hex.EncodeToString(b[:])
+					e.src, e.c1, e.c2 = "hub-"+suffix, "cluster1-"+suffix, "cluster2-"+suffix
+					s.run(t, e)
+				})
+			}
+		})
+	}
+}
+
+func scenarioPublishSubscribeBothWays(t *testing.T, e *env) {
+	w := newWidget(e.src, e.c1, "a", "spec-1", 1)
+	hub := startSource(t, e.src, e.transport(t), newStore(w))
+	agent := startAgent(t, e.transport(t), e.c1, newStore())
+
+	ctx := context.Background()
+	if err := hub.client.Publish(ctx, specCreate, w); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "agent holds the widget", func() bool {
+		got, ok := agent.store.get(string(w.UID))
+		return ok && got.Spec == "spec-1" && got.Annotations[sourceAnnotation] == e.src
+	})
+
+	got, _ := agent.store.get(string(w.UID))
+	got.Status = "Applied"
+	agent.store.put(got)
+	if err := agent.client.Publish(ctx, statusUpdate, got); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "source sees the status", func() bool {
+		got, _ := hub.store.get(string(w.UID))
+		return got.Status == "Applied"
+	})
+
+	w.Spec, w.Generation = "spec-2", 2
+	hub.store.put(w)
+	if err := hub.client.Publish(ctx, specUpdate, w); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "agent holds the update", func() bool {
+		got, _ := agent.store.get(string(w.UID))
+		return got.Spec == "spec-2" && got.Generation == 2
+	})
+
+	w.DeletionTimestamp, w.Generation = &metav1.Time{Time: time.Now()}, 3
+	if err := hub.client.Publish(ctx, specDelete, w); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "agent deleted the widget", func() bool { return agent.store.len() == 0 })
+}
+
+func scenarioSpecResyncWhenAgentStartsLate(t *testing.T, e *env) {
+	hubStore := newStore()
+	for i := range 5 {
+		hubStore.put(newWidget(e.src, e.c1, fmt.Sprint("w", i), "s", 1))
+	}
+	for i := range 3 {
+		hubStore.put(newWidget(e.src, e.c2, fmt.Sprint("w", i), "s", 1))
+	}
+	startSource(t, e.src, e.transport(t), hubStore)
+	agent := startAgent(t, e.transport(t), e.c1, newStore())
+	eventually(t, "agent holds cluster1's widgets", sameSpecs(hubStore, agent.store, e.c1))
+	if n := agent.store.len(); n != 5 {
+		t.Fatalf("agent holds %d widgets, want 5 (none of cluster2's)", n)
+	}
+}
+
+// sourcesStore is an agent store that names its sources (generic.SourceLister).
+type sourcesStore struct{ *store }
+
+func (s sourcesStore) Sources(cluster string) ([]string, error) {
+	ws, err := s.List(generic.ListOptions{ClusterName: cluster})
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, w := range ws {
+		out = append(out, w.Annotations[sourceAnnotation])
+	}
+	return out, nil
+}
+
+func scenarioSpecResyncFixesStaleAndOrphanResources(t *testing.T, e *env) {
+	stale := newWidget(e.src, e.c1, "stale", "new", 3)
+	current := newWidget(e.src, e.c1, "current", "same", 2)
+	deleting := newWidget(e.src, e.c1, "deleting", "x", 2)
+	deleting.DeletionTimestamp = &metav1.Time{Time: time.Now()}
+	missing := newWidget(e.src, e.c1, "missing", "m", 1)
+	hubStore := newStore(stale, current, deleting, missing)
+
+	oldStale := stale.copy()
+	oldStale.Spec, oldStale.Generation = "old", 1
+	orphan := newWidget(e.src, e.c1, "orphan", "o", 4)
+	otherSources := newWidget(e.src+"-other", e.c1, "theirs", "t", 1)
+	agentStore := newStore(oldStale, current, deleting, orphan, otherSources)
+
+	hub := startSource(t, e.src, e.transport(t), hubStore)
+	agent := startAgentWith(t, e.transport(t), e.c1, agentStore, sourcesStore{agentStore})
+
+	eventually(t, "agent converges", func() bool {
+		got, ok := agentStore.get(string(stale.UID))
+		_, orphanLeft := agentStore.get(string(orphan.UID))
+		_, deletingLeft := agentStore.get(string(deleting.UID))
+		_, missingThere := agentStore.get(string(missing.UID))
+		return ok && got.Spec == "new" && got.Generation == 3 && !orphanLeft && !deletingLeft && missingThere
+	})
+	if n := agent.calls(string(current.UID)); n != 0 {
+		t.Errorf("the up-to-date widget was sent %d times, want 0", n)
+	}
+	if n := hub.obs.sends("spec.delete_request"); n < 2 {
+		t.Errorf("source sent %d deletes, want at least 2 (the orphans and the deleting widget)", n)
+	}
+	if _, ok := agentStore.get(string(otherSources.UID)); !ok {
+		t.Error("the other source's widget was deleted")
+	}
+}
+
+func scenarioSpecResyncNeverDeletesAnotherSourcesResources(t *testing.T, e *env) {
+	hubStore := newStore(newWidget(e.src, e.c1, "mine", "m", 1))
+	orphan := newWidget(e.src, e.c1, "orphan", "o", 1)
+	theirs := newWidget(e.src+"-other", e.c1, "theirs", "t", 1)
+	agentStore := newStore(orphan, theirs)
+
+	startSource(t, e.src, e.transport(t), hubStore)
+	startAgentWith(t, e.transport(t), e.c1, agentStore, sourcesStore{agentStore})
+	eventually(t, "orphan deleted and mine created", func() bool {
+		_, orphanLeft := agentStore.get(string(orphan.UID))
+		_, mine := agentStore.get("uid-" + e.c1 + "-mine")
+		return !orphanLeft && mine
+	})
+	if _, ok := agentStore.get(string(theirs.UID)); !ok {
+		t.Fatal("the other source's widget was deleted")
+	}
+}
+
+// An agent that cannot say whose resources it holds (a restart with a store
+// that does not implement generic.SourceLister, before any event taught it
+// the source) keeps them: every source hears the resync, and a source must
+// never delete another's resources.
+func scenarioUnattributedResourcesAreKept(t *testing.T, e *env) {
+	hubStore := newStore(newWidget(e.src, e.c1, "mine", "m", 1))
+	theirs := newWidget(e.src+"-other", e.c1, "theirs", "t", 1)
+	agentStore := newStore(theirs)
+
+	hub := startSource(t, e.src, e.transport(t), hubStore)
+	agent := startAgent(t, e.transport(t), e.c1, agentStore)
+	eventually(t, "mine created", func() bool { _, ok := agentStore.get("uid-" + e.c1 + "-mine"); return ok })
+	// Now the agent knows this source: its next resync attributes "mine"
+	// and still cannot attribute "theirs".
+	if err := agent.client.Resync(context.Background(), types.DataType{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the second resync answered", func() bool { return hub.obs.received("spec.resync_request") >= 2 })
+	if n := hub.obs.sends("spec.delete_request"); n != 0 {
+		t.Errorf("source sent %d deletes for resources that are not its own", n)
+	}
+	if _, ok := agentStore.get(string(theirs.UID)); !ok {
+		t.Error("the other source's widget was deleted")
+	}
+}
+
+func scenarioStatusResyncWhenSourceRestarts(t *testing.T, e *env) {
+	hubStore, agentStore := newStore(), newStore()
+	var uids []string
+	for i := range 3 {
+		w := newWidget(e.src, e.c1, fmt.Sprint("w", i), "s", 1)
+		hubStore.put(w)
+		agentStore.put(w)
+		uids = append(uids, string(w.UID))
+	}
+	// The agent first, so it hears the source's status resync, and answers it
+	// before the test goes on: no answer is left in flight to confuse the
+	// count below.
+	agent := startAgent(t, e.transport(t), e.c1, agentStore)
+	hub := startSource(t, e.src, e.transport(t), hubStore)
+	eventually(t, "agent answered the first status resync", func() bool { return agent.obs.answers() >= 1 })
+	report := func(uid, status string) {
+		w, _ := agentStore.get(uid)
+		w.Status = status
+		agentStore.put(w)
+		if err := agent.client.Publish(context.Background(), statusUpdate, w); err != nil {
+			t.Fatal(err)
+		}
+	}
+	statuses := func(want ...string) func() bool {
+		return func() bool {
+			for i, uid := range uids {
+				if w, _ := hubStore.get(uid); w.Status != want[i] {
+					return false
+				}
+			}
+			return true
+		}
+	}
+	for _, uid := range uids {
+		report(uid, "first")
+	}
+	eventually(t, "source has the first statuses", statuses("first", "first", "first"))
+
+	hub.close(t)
+	report(uids[0], "second") // nobody listens: lost
+	report(uids[2], "second")
+	restarted := startSource(t, e.src, e.transport(t), hubStore) // over the same (persistent) store
+	eventually(t, "restarted source has the statuses it missed", statuses("second", "first", "second"))
+	if n := restarted.calls(uids[1]); n != 0 {
+		t.Errorf("the status whose hash matched was resent %d times", n)
+	}
+}
+
+func scenarioAgentRestartResyncsWhatWasMissed(t *testing.T, e *env) {
+	hubStore, agentStore := newStore(), newStore()
+	hub := startSource(t, e.src, e.transport(t), hubStore)
+	agent := startAgent(t, e.transport(t), e.c1, agentStore)
+	publish := func(i int) {
+		w := newWidget(e.src, e.c1, fmt.Sprint("w", i), "s", 1)
+		hubStore.put(w)
+		if err := hub.client.Publish(context.Background(), specCreate, w); err != nil {
+			t.Fatal(err)
+		}
+	}
+	publish(0)
+	eventually(t, "agent holds the first widget", func() bool { return agentStore.len() == 1 })
+	agent.close(t)
+	for i := 1; i <= 10; i++ {
+		publish(i) // the agent is down: lost
+	}
+	startAgent(t, e.transport(t), e.c1, agentStore)
+	eventually(t, "restarted agent caught up", sameSpecs(hubStore, agentStore, e.c1))
+}
+
+func scenarioBrokerRestartMidStreamLosesNothing(t *testing.T, e *env) {
+	hubStore := newStore()
+	hub := startSource(t, e.src, e.transport(t), hubStore)
+	agent := startAgent(t, e.transport(t), e.c1, newStore())
+
+	for i := range 500 {
+		w := newWidget(e.src, e.c1, fmt.Sprint("w", i), "s", 1)
+		hubStore.put(w)
+		err := hub.client.Publish(context.Background(), specCreate, w)
+		if err != nil && !errors.Is(err, options.ErrNotConnected) {
+			t.Fatal(err)
+		}
+		if i == 250 {
+			e.restart(t)
+		}
+	}
+	eventually(t, "agent holds all 500", sameSpecs(hubStore, agent.store, e.c1))
+}
+
+func scenarioMalformedEventsDoNotStopTheSubscription(t *testing.T, e *env) {
+	agent := startAgent(t, e.transport(t), e.c1, newStore())
+	route := options.Route{Role: options.RoleSpec, Source: e.src, Cluster: e.c1}
+	good := newWidget(e.src, e.c1, "good", "s", 1)
+
+	raw := e.transport(t)
+	startClient(t, func(ctx context.Context) error { return raw.Start(ctx, nil, nopReceiver{}) }, raw.Close)
+
+	e.sendRaw(t, route, []byte("not json at all"))
+	e.sendRaw(t, route, []byte(`{"specversion":"1.0","id":"1","source":"x","type":"bogus"}`))
+	for _, mutate := range []func(ev *cloudevents.Event){
+		func(ev *cloudevents.Event) { ev.SetType("io.example.widgets.v1.widgets.spec.explode") },
+		func(ev *cloudevents.Event) { ev.SetType("io.example.other.v1.things.spec.create_request") },
+		func(ev *cloudevents.Event) { ev.SetExtension(types.ExtResourceID, nil) },
+		func(ev *cloudevents.Event) { ev.SetExtension(types.ExtResourceVersion, "abc") },
+		func(ev *cloudevents.Event) { ev.SetExtension(types.ExtClusterName, e.c2) },
+		func(ev *cloudevents.Event) { _ = ev.SetData(cloudevents.ApplicationJSON, []int{1, 2}) },
+	} {
+		evt, err := widgetCodec{}.Encode(e.src, specCreate, newWidget(e.src, e.c1, "bad", "s", 1))
+		if err != nil {
+			t.Fatal(err)
+		}
+		mutate(evt)
+		if err := raw.Send(context.Background(), route, evt); err != nil {
+			t.Fatal(err)
+		}
+	}
+	evt, err := widgetCodec{}.Encode(e.src, specCreate, good)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := raw.Send(context.Background(), route, evt); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the good event after the bad ones", func() bool {
+		_, ok := agent.store.get(string(good.UID))
+		return ok
+	})
+	if _, ok := agent.store.get("uid-" + e.c1 + "-bad"); ok {
+		t.Error("a malformed event was applied")
+	}
+	for reason, want := range map[generic.DropReason]int{
+		generic.DropMalformed: 5, generic.DropUnknownDataType: 1, generic.DropForeign: 1, generic.DropDecode: 1,
+	} {
+		eventually(t, fmt.Sprintf("%d %s drops", want, reason), func() bool { return agent.obs.drops(reason) == want })
+	}
+}
+
+type nopReceiver struct{}
+
+func (nopReceiver) Deliver(d *options.Delivery) { d.Done() }
+func (nopReceiver) Malformed(error)             {}
+func (nopReceiver) Connected()                  {}
+
+func scenarioStaleAndForeignSpecsAreDropped(t *testing.T, e *env) {
+	agentStore := newStore()
+	agent := startAgent(t, e.transport(t), e.c1, agentStore)
+	raw := e.transport(t)
+	startClient(t, func(ctx context.Context) error { return raw.Start(ctx, nil, nopReceiver{}) }, raw.Close)
+
+	send := func(source string, gen int64, spec string) {
+		w := newWidget(source, e.c1, "a", spec, gen)
+		evt, err := widgetCodec{}.Encode(source, specUpdate, w)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := raw.Send(context.Background(), options.Route{Role: options.RoleSpec, Source: source, Cluster: e.c1}, evt); err != nil {
+			t.Fatal(err)
+		}
+	}
+	send(e.src, 3, "v3")
+	eventually(t, "v3 applied", func() bool { w, ok := agentStore.get("uid-" + e.c1 + "-a"); return ok && w.Spec == "v3" })
+	send(e.src, 2, "v2") // stale
+	eventually(t, "stale dropped", func() bool { return agent.obs.drops(generic.DropStale) == 1 })
+	send(e.src+"-intruder", 9, "evil") // another source claiming the resource
+	eventually(t, "foreign dropped", func() bool { return agent.obs.drops(generic.DropForeign) == 1 })
+	send(e.src, 3, "v3-again") // same version: idempotent, applied
+	eventually(t, "same version re-applied", func() bool { w, _ := agentStore.get("uid-" + e.c1 + "-a"); return w.Spec == "v3-again" })
+}
+
+func scenarioOutOfOrderStatusIsDropped(t *testing.T, e *env) {
+	w := newWidget(e.src, e.c1, "a", "s", 2)
+	hubStore := newStore(w)
+	hub := startSource(t, e.src, e.transport(t), hubStore)
+	raw := e.transport(t)
+	startClient(t, func(ctx context.Context) error { return raw.Start(ctx, nil, nopReceiver{}) }, raw.Close)
+
+	send := func(gen int64, seq string, status string) {
+		s := w.copy()
+		s.Generation, s.Status = gen, status
+		evt, err := widgetCodec{}.Encode(e.c1, statusUpdate, s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		evt.SetExtension(types.ExtSequenceID, seq)
+		if err := raw.Send(context.Background(), options.Route{Role: options.RoleStatus, Source: e.src, Cluster: e.c1}, evt); err != nil {
+			t.Fatal(err)
+		}
+	}
+	send(2, "100", "second")
+	eventually(t, "first status", func() bool { got, _ := hubStore.get(string(w.UID)); return got.Status == "second" })
+	// Each send waits for the previous one to be handled: queued events for
+	// one resource merge, newest first, before they reach this check.
+	send(2, "50", "first-late") // older sequence, same version: dropped
+	eventually(t, "older sequence dropped", func() bool { return hub.obs.drops(generic.DropOutOfOrder) == 1 })
+	send(1, "200", "old-gen") // older resource version: dropped
+	eventually(t, "older version dropped", func() bool { return hub.obs.drops(generic.DropOutOfOrder) == 2 })
+	send(3, "10", "new-gen") // newer resource version wins whatever its sequence
+	eventually(t, "newer generation applied", func() bool { got, _ := hubStore.get(string(w.UID)); return got.Status == "new-gen" })
+	if got, _ := hubStore.get(string(w.UID)); got.Status != "new-gen" {
+		t.Errorf("status %q", got.Status)
+	}
+}
+
+func scenarioLargeResyncIsBatched(t *testing.T, e *env) {
+	const n = 2500
+	hubStore := newStore()
+	agentStore := newStore()
+	for i := range n {
+		w := newWidget(e.src, e.c1, fmt.Sprint("w", i), "s", 1)
+		hubStore.put(w)
+		if i%2 == 0 {
+			agentStore.put(w) // the agent already holds half
+		}
+	}
+	startSource(t, e.src, e.transport(t), hubStore)
+	spy := &spyTransport{Transport: e.transport(t)}
+	agent := startAgent(t, spy, e.c1, agentStore)
+	eventually(t, "agent holds all", sameSpecs(hubStore, agentStore, e.c1))
+	for i := range n {
+		if uid := fmt.Sprint("uid-"+e.c1+"-w", i); i%2 == 0 && agent.calls(uid) != 0 {
+			t.Fatalf("%s was sent although the agent held it", uid)
+		}
+	}
+	batches := 0
+	for _, evt := range spy.sentEvents() {
+		if evt.Type() != "io.example.widgets.v1.widgets.spec.resync_request" {
+			continue
+		}
+		batches++
+		l, err := types.DecodeResourceVersionList(evt.Data())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(l.ResourceVersions) > types.MaxBatchEntries || len(evt.Data()) > types.MaxBatchBytes {
+			t.Errorf("batch of %d entries, %d bytes", len(l.ResourceVersions), len(evt.Data()))
+		}
+	}
+	if batches < 2 {
+		t.Errorf("%d entries went out in %d spec resync events, want at least 2", n/2, batches)
+	}
+}
+
+// spyTransport records what it sends.
+type spyTransport struct {
+	options.Transport
+	mu   sync.Mutex
+	sent []*cloudevents.Event
+}
+
+func (s *spyTransport) Send(ctx context.Context, r options.Route, evt *cloudevents.Event) error {
+	s.mu.Lock()
+	c := evt.Clone()
+	s.sent = append(s.sent, &c)
+	s.mu.Unlock()
+	return s.Transport.Send(ctx, r, evt)
+}
+
+func (s *spyTransport) sentEvents() []*cloudevents.Event {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]*cloudevents.Event(nil), s.sent...)
+}
+
+func scenarioFailingHandlerIsRetried(t *testing.T, e *env) {
+	w := newWidget(e.src, e.c1, "a", "s", 1)
+	hub := startSource(t, e.src, e.transport(t), newStore(w))
+	obs := newCounter()
+	st := newStore()
+	c, err := generic.NewAgentClient[*widget](e.c1, e.transport(t), st, hashWidget, []generic.Codec[*widget]{widgetCodec{}},
+		generic.WithResyncInterval(0), generic.WithObserver(obs), generic.WithErrorHandler(quiet))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var calls atomic.Int32
+	if err := c.Subscribe(func(_ context.Context, _ types.EventType, got *widget) error {
+		if calls.Add(1) <= 2 {
+			return errors.New("cluster API unavailable")
+		}
+		st.put(got)
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	startClient(t, c.Start, c.Close)
+	if err := hub.client.Publish(context.Background(), specCreate, w); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "applied after two failures", func() bool { return st.len() == 1 })
+}
+
+func scenarioSingularDataTypeIsAccepted(t *testing.T, e *env) {
+	agent := startAgent(t, e.transport(t), e.c1, newStore())
+	raw := e.transport(t)
+	startClient(t, func(ctx context.Context) error { return raw.Start(ctx, nil, nopReceiver{}) }, raw.Close)
+	w := newWidget(e.src, e.c1, "a", "s", 1)
+	evt, err := widgetCodec{}.Encode(e.src, specCreate, w)
+	if err != nil {
+		t.Fatal(err)
+	}
+	evt.SetType("io.example.widgets.v1.widget.spec.create_request")
+	evt.SetID(uuid.NewString())
+	if err := raw.Send(context.Background(), options.Route{Role: options.RoleSpec, Source: e.src, Cluster: e.c1}, evt); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "singular type applied", func() bool { return agent.store.len() == 1 })
+}
