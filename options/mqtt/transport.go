@@ -51,7 +51,7 @@ type Transport struct {
 	closed    bool
 	client    *paho.Client // nil while disconnected
 	connDone  context.Context
-	maxPacket uint32       // the broker's announced limit, 0 if none
+	maxPacket uint32 // the broker's announced limit, 0 if none
 	recv      options.Receiver
 	subs      []paho.SubscribeOptions
 
