@@ -26,6 +26,12 @@ import (
 // the status goes back to the source the work came from.
 const OriginalSourceAnnotation = "workwire.io/original-source"
 
+// WorkDeleted is the condition type an agent reports in a work's status once
+// it has removed the work's resources (seed 000: "Deleted represents the
+// current ManifestWork is deleted successfully from a managed cluster"). A
+// source forgets a work it is deleting only when it sees this condition.
+const WorkDeleted = "Deleted"
+
 // Data types of the two ManifestWork codecs, in the plural form encoders
 // emit. Decoders also accept their Singular() forms, which seed 000's
 // examples use. Treat them as constants.

@@ -174,3 +174,21 @@ func Publish(ctx context.Context, addr, topic string, payload []byte) error {
 	}
 	return nil
 }
+
+// DropClient closes the network connection of the client with clientID, as
+// a network failure would: the broker publishes its will, and the client
+// must notice and reconnect. It reports whether the client was connected.
+func (b *Broker) DropClient(clientID string) bool {
+	b.mu.Lock()
+	srv := b.srv
+	b.mu.Unlock()
+	if srv == nil {
+		return false
+	}
+	cl, ok := srv.Clients.Get(clientID)
+	if !ok || cl.Closed() {
+		return false
+	}
+	_ = cl.Net.Conn.Close()
+	return true
+}

@@ -1,0 +1,414 @@
+// Command quickstart runs the whole protocol in one process: an embedded
+// MQTT broker, one hub source and a few cluster agents. The hub sends
+// ManifestWorks; each agent "applies" them and reports Applied and Available
+// with a status-feedback value; the hub then updates some works and deletes
+// others, and waits until every change has round-tripped.
+//
+//	go run ./examples/quickstart -clusters 3 -works 30
+//
+// It exits 0 only when every work was delivered, every status came back,
+// every update was confirmed and every delete was acknowledged by its agent.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/google/uuid"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	kubetypes "k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+	workv1 "open-cluster-management.io/api/work/v1"
+
+	"github.com/workwire/sdk-go/codec"
+	"github.com/workwire/sdk-go/generic"
+	"github.com/workwire/sdk-go/generic/types"
+	"github.com/workwire/sdk-go/options/mqtt"
+	"github.com/workwire/sdk-go/options/mqtt/mqtttest"
+)
+
+const hubID = "quickstart-hub"
+
+func main() {
+	cfg := config{}
+	flag.IntVar(&cfg.clusters, "clusters", 5, "how many clusters (agents)")
+	flag.IntVar(&cfg.works, "works", 500, "how many ManifestWorks to send")
+	flag.StringVar(&cfg.broker, "broker", "", "MQTT broker host:port (default: start an embedded one)")
+	flag.DurationVar(&cfg.timeout, "timeout", time.Minute, "give up after this long")
+	flag.Parse()
+	if err := run(context.Background(), cfg, os.Stdout); err != nil {
+		fmt.Fprintln(os.Stderr, "quickstart:", err)
+		os.Exit(1)
+	}
+}
+
+type config struct {
+	clusters, works int
+	broker          string
+	timeout         time.Duration
+}
+
+var bundles = types.EventType{DataType: codec.ManifestBundlesDataType, SubResource: types.SubResourceSpec}
+
+func run(ctx context.Context, cfg config, out io.Writer) error {
+	if cfg.clusters < 1 || cfg.works < 1 {
+		return errors.New("-clusters and -works must be at least 1")
+	}
+	ctx, cancel := context.WithTimeout(ctx, cfg.timeout)
+	defer cancel()
+	began := time.Now()
+
+	addr := cfg.broker
+	if addr == "" {
+		b, err := mqtttest.Start()
+		if err != nil {
+			return err
+		}
+		defer b.Close()
+		addr = b.Addr()
+		fmt.Fprintf(out, "embedded MQTT broker on %s\n", addr)
+	}
+
+	// The hub: a source whose store is the truth. Statuses from agents land
+	// in it; a status with the Deleted condition completes a deletion.
+	hubStore := newStore(func(*workv1.ManifestWork) string { return hubID })
+	hub, err := generic.NewSourceClient(hubID, mustTransport(addr), hubStore, codec.StatusHash,
+		[]generic.Codec[*workv1.ManifestWork]{codec.NewManifestBundleCodec()}, generic.WithLogger(logr.Discard()))
+	if err != nil {
+		return err
+	}
+	var statuses atomic.Int64
+	if err := hub.Subscribe(func(_ context.Context, _ types.EventType, status *workv1.ManifestWork) error {
+		statuses.Add(1)
+		hubStore.update(status.UID, func(w *workv1.ManifestWork) bool {
+			if meta.IsStatusConditionTrue(status.Status.Conditions, codec.WorkDeleted) {
+				return false // the agent cleaned up: forget the work
+			}
+			w.Status = status.Status
+			return true
+		})
+		return nil
+	}); err != nil {
+		return err
+	}
+	if err := hub.Start(ctx); err != nil {
+		return err
+	}
+	defer hub.Close(context.Background())
+
+	// The agents: each applies what it gets and reports back.
+	for i := 1; i <= cfg.clusters; i++ {
+		agent, err := startAgent(ctx, addr, fmt.Sprintf("cluster-%d", i))
+		if err != nil {
+			return err
+		}
+		defer agent.Close(context.Background())
+	}
+	fmt.Fprintf(out, "hub and %d agents connected in %v\n", cfg.clusters, time.Since(began).Round(time.Millisecond))
+
+	// 1. Create.
+	phase := time.Now()
+	for i := range cfg.works {
+		w := newWork(fmt.Sprintf("cluster-%d", i%cfg.clusters+1), fmt.Sprintf("web-%d", i), 1)
+		hubStore.put(w)
+		if err := hub.Publish(ctx, with(bundles, types.CreateRequest), w); err != nil {
+			return err
+		}
+	}
+	if err := wait(ctx, out, "delivered and Available", phase, func() (int, int) { return hubStore.count(availableAt(1)), cfg.works }); err != nil {
+		return err
+	}
+
+	// 2. Update every other work to two replicas: a new generation.
+	phase = time.Now()
+	updated := 0
+	for _, w := range hubStore.all() {
+		if updated*2 >= cfg.works {
+			break
+		}
+		w = w.DeepCopy()
+		w.Generation++
+		w.Spec.Workload.Manifests[0] = deployment(w.Name, 2)
+		hubStore.put(w)
+		if err := hub.Publish(ctx, with(bundles, types.UpdateRequest), w); err != nil {
+			return err
+		}
+		updated++
+	}
+	if err := wait(ctx, out, "updated to 2 replicas", phase, func() (int, int) { return hubStore.count(availableAt(2)), updated }); err != nil {
+		return err
+	}
+
+	// 3. Delete a third. The hub keeps each work until its agent reports it
+	// Deleted; a lost delete would be sent again by resync.
+	phase = time.Now()
+	deleted := 0
+	for _, w := range hubStore.all() {
+		if deleted*3 >= cfg.works {
+			break
+		}
+		w = w.DeepCopy()
+		w.Generation++
+		w.DeletionTimestamp = &metav1.Time{Time: time.Now()}
+		hubStore.put(w)
+		if err := hub.Publish(ctx, with(bundles, types.DeleteRequest), w); err != nil {
+			return err
+		}
+		deleted++
+	}
+	remaining := cfg.works - deleted
+	if err := wait(ctx, out, "deletes confirmed", phase, func() (int, int) { return cfg.works - hubStore.len(), deleted }); err != nil {
+		return err
+	}
+
+	fmt.Fprintf(out, "summary: %d works delivered, %d statuses back, %d updates and %d deletes confirmed, %d works left, in %v\n",
+		cfg.works, statuses.Load(), updated, deleted, remaining, time.Since(began).Round(time.Millisecond))
+	return nil
+}
+
+func with(t types.EventType, a types.Action) types.EventType { t.Action = a; return t }
+
+// wait polls progress until done == want. On a terminal it shows the count
+// as it changes.
+func wait(ctx context.Context, out io.Writer, what string, began time.Time, progress func() (done, want int)) error {
+	live := isTerminal(out)
+	last := -1
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		done, want := progress()
+		if live && done != last {
+			fmt.Fprintf(out, "\r%-24s %6d/%d", what, done, want)
+			last = done
+		}
+		if done >= want {
+			if live {
+				fmt.Fprint(out, "\r")
+			}
+			fmt.Fprintf(out, "%-24s %6d/%d  (%v)\n", what, done, want, time.Since(began).Round(time.Millisecond))
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			fmt.Fprintln(out)
+			return fmt.Errorf("%s: %d of %d after %v", what, done, want, time.Since(began).Round(time.Millisecond))
+		case <-tick.C:
+		}
+	}
+}
+
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	st, err := f.Stat()
+	return err == nil && st.Mode()&os.ModeCharDevice != 0
+}
+
+func mustTransport(addr string) *mqtt.Transport {
+	tr, err := mqtt.New(mqtt.Config{BrokerHost: addr}, mqtt.WithLogger(logr.Discard()))
+	if err != nil {
+		panic(err) // the config is built here, not read: a failure is a bug
+	}
+	return tr
+}
+
+// startAgent runs one cluster's agent. Its store holds what it applied; the
+// source of each work is the annotation the codec sets.
+func startAgent(ctx context.Context, addr, cluster string) (*generic.AgentClient[*workv1.ManifestWork], error) {
+	st := newStore(func(w *workv1.ManifestWork) string { return w.Annotations[codec.OriginalSourceAnnotation] })
+	agent, err := generic.NewAgentClient(cluster, mustTransport(addr), st, codec.StatusHash,
+		[]generic.Codec[*workv1.ManifestWork]{codec.NewManifestBundleCodec()}, generic.WithLogger(logr.Discard()))
+	if err != nil {
+		return nil, err
+	}
+	status := types.EventType{DataType: codec.ManifestBundlesDataType, SubResource: types.SubResourceStatus, Action: types.UpdateRequest}
+	err = agent.Subscribe(func(ctx context.Context, t types.EventType, w *workv1.ManifestWork) error {
+		if t.Action == types.DeleteRequest {
+			st.remove(w.UID)
+			meta.SetStatusCondition(&w.Status.Conditions, metav1.Condition{
+				Type: codec.WorkDeleted, Status: metav1.ConditionTrue, Reason: "ManifestsDeleted", ObservedGeneration: w.Generation,
+			})
+			return agent.Publish(ctx, status, w)
+		}
+		apply(w)
+		st.put(w)
+		return agent.Publish(ctx, status, w)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return agent, agent.Start(ctx)
+}
+
+// apply stands in for applying the manifests to a cluster: it reports every
+// manifest Applied and Available, with its replicas as status feedback.
+func apply(w *workv1.ManifestWork) {
+	now := metav1.Now()
+	w.Status.ResourceStatus.Manifests = nil
+	for i, m := range w.Spec.Workload.Manifests {
+		var d struct {
+			Metadata struct{ Name, Namespace string } `json:"metadata"`
+			Spec     struct{ Replicas int64 }         `json:"spec"`
+		}
+		_ = json.Unmarshal(m.Raw, &d)
+		w.Status.ResourceStatus.Manifests = append(w.Status.ResourceStatus.Manifests, workv1.ManifestCondition{
+			ResourceMeta: workv1.ManifestResourceMeta{Ordinal: int32(i), Group: "apps", Version: "v1", Kind: "Deployment",
+				Resource: "deployments", Name: d.Metadata.Name, Namespace: d.Metadata.Namespace},
+			StatusFeedbacks: workv1.StatusFeedbackResult{Values: []workv1.FeedbackValue{{
+				Name: "availableReplicas", Value: workv1.FieldValue{Type: workv1.Integer, Integer: ptr.To(d.Spec.Replicas)},
+			}}},
+			Conditions: []metav1.Condition{
+				{Type: workv1.ManifestApplied, Status: metav1.ConditionTrue, Reason: "AppliedManifestComplete", LastTransitionTime: now},
+				{Type: workv1.ManifestAvailable, Status: metav1.ConditionTrue, Reason: "ResourceAvailable", LastTransitionTime: now},
+			},
+		})
+	}
+	for _, c := range []string{workv1.WorkApplied, workv1.WorkAvailable} {
+		meta.SetStatusCondition(&w.Status.Conditions, metav1.Condition{
+			Type: c, Status: metav1.ConditionTrue, Reason: "AppliedManifestWorkComplete", ObservedGeneration: w.Generation,
+		})
+	}
+}
+
+// availableAt says whether the hub has seen w Available at its current
+// generation with the given replicas fed back.
+func availableAt(replicas int64) func(w *workv1.ManifestWork) bool {
+	return func(w *workv1.ManifestWork) bool {
+		c := meta.FindStatusCondition(w.Status.Conditions, workv1.WorkAvailable)
+		if c == nil || c.Status != metav1.ConditionTrue || c.ObservedGeneration != w.Generation {
+			return false
+		}
+		for _, m := range w.Status.ResourceStatus.Manifests {
+			for _, v := range m.StatusFeedbacks.Values {
+				if v.Name == "availableReplicas" && v.Value.Integer != nil && *v.Value.Integer == replicas {
+					return true
+				}
+			}
+		}
+		return false
+	}
+}
+
+func newWork(cluster, name string, replicas int64) *workv1.ManifestWork {
+	return &workv1.ManifestWork{
+		ObjectMeta: metav1.ObjectMeta{
+			Name: name, Namespace: cluster, Generation: 1,
+			UID:    kubetypes.UID(uuid.NewString()),
+			Labels: map[string]string{"app": name},
+		},
+		Spec: workv1.ManifestWorkSpec{Workload: workv1.ManifestsTemplate{Manifests: []workv1.Manifest{deployment(name, replicas)}}},
+	}
+}
+
+func deployment(name string, replicas int64) workv1.Manifest {
+	raw, _ := json.Marshal(map[string]any{
+		"apiVersion": "apps/v1", "kind": "Deployment",
+		"metadata": map[string]any{"name": name, "namespace": "default"},
+		"spec": map[string]any{
+			"replicas": replicas,
+			"selector": map[string]any{"matchLabels": map[string]string{"app": name}},
+			"template": map[string]any{
+				"metadata": map[string]any{"labels": map[string]string{"app": name}},
+				"spec": map[string]any{"containers": []any{map[string]any{
+					"name": "web", "image": "nginx:1.27", "ports": []any{map[string]any{"containerPort": 80}},
+				}}},
+			},
+		},
+	})
+	return workv1.Manifest{RawExtension: runtime.RawExtension{Raw: raw}}
+}
+
+// store is a goroutine-safe map of works that lists like a generic.Lister.
+// Stored works are never modified in place: writers store copies.
+type store struct {
+	mu       sync.RWMutex
+	works    map[kubetypes.UID]*workv1.ManifestWork
+	sourceOf func(*workv1.ManifestWork) string
+}
+
+func newStore(sourceOf func(*workv1.ManifestWork) string) *store {
+	return &store{works: make(map[kubetypes.UID]*workv1.ManifestWork), sourceOf: sourceOf}
+}
+
+func (s *store) put(w *workv1.ManifestWork) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.works[w.UID] = w.DeepCopy()
+}
+
+func (s *store) remove(uid kubetypes.UID) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.works, uid)
+}
+
+// update applies fn to a copy of the work with uid; fn returning false
+// removes the work instead.
+func (s *store) update(uid kubetypes.UID, fn func(*workv1.ManifestWork) bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	w, ok := s.works[uid]
+	if !ok {
+		return
+	}
+	w = w.DeepCopy()
+	if fn(w) {
+		s.works[uid] = w
+	} else {
+		delete(s.works, uid)
+	}
+}
+
+func (s *store) len() int {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return len(s.works)
+}
+
+func (s *store) count(pred func(*workv1.ManifestWork) bool) int {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	n := 0
+	for _, w := range s.works {
+		if pred(w) {
+			n++
+		}
+	}
+	return n
+}
+
+func (s *store) all() []*workv1.ManifestWork {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	out := make([]*workv1.ManifestWork, 0, len(s.works))
+	for _, w := range s.works {
+		out = append(out, w)
+	}
+	return out
+}
+
+// List implements generic.Lister.
+func (s *store) List(o generic.ListOptions) ([]*workv1.ManifestWork, error) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	var out []*workv1.ManifestWork
+	for _, w := range s.works {
+		if (o.ClusterName == "" || w.Namespace == o.ClusterName) && (o.Source == "" || s.sourceOf(w) == o.Source) {
+			out = append(out, w)
+		}
+	}
+	return out, nil
+}

@@ -1,0 +1,32 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+func TestQuickstartRoundTrips(t *testing.T) {
+	var out bytes.Buffer
+	if err := run(context.Background(), config{clusters: 3, works: 60, timeout: 30 * time.Second}, &out); err != nil {
+		t.Fatalf("%v\n%s", err, out.String())
+	}
+	got := strings.Join(strings.Fields(out.String()), " ")
+	for _, want := range []string{"delivered and Available 60/60", "updated to 2 replicas 30/30", "deletes confirmed 20/20", "summary: 60 works delivered, 110 statuses back"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("output lacks %q:\n%s", want, out.String())
+		}
+	}
+}
+
+func TestQuickstartRejectsBadFlags(t *testing.T) {
+	if err := run(context.Background(), config{clusters: 0, works: 1, timeout: time.Second}, &bytes.Buffer{}); err == nil {
+		t.Fatal("accepted zero clusters")
+	}
+}

@@ -1,0 +1,58 @@
+// Package layering checks that imports point down the layering of
+// DESIGN.md: a transport never knows about ManifestWork, and the generic
+// clients never know a broker's name.
+package layering
+
+import (
+	"os/exec"
+	"strings"
+	"testing"
+
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+const module = "github.com/workwire/sdk-go"
+
+var brokers = []string{
+	"github.com/eclipse/paho.golang",
+	"github.com/cloudevents/sdk-go/protocol/",
+	"github.com/mochi-mqtt/",
+	"github.com/IBM/sarama",
+	"github.com/twmb/franz-go",
+	"google.golang.org/grpc",
+}
+
+var manifestWork = []string{
+	"open-cluster-management.io/api",
+	module + "/codec",
+	module + "/work",
+}
+
+func TestImportsPointDown(t *testing.T) {
+	tests := []struct {
+		pkg       string
+		forbidden []string
+	}{
+		{module + "/generic/...", append(append([]string{module + "/options/"}, brokers...), manifestWork...)},
+		{module + "/options", append(append([]string{module + "/generic", module + "/internal"}, brokers...), manifestWork...)},
+		{module + "/options/...", manifestWork},
+		{module + "/codec/...", append([]string{module + "/options/"}, brokers...)},
+	}
+	for _, tt := range tests {
+		t.Run(tt.pkg, func(t *testing.T) {
+			out, err := exec.Command("go", "list", "-deps", "-f", "{{.ImportPath}}", tt.pkg).CombinedOutput()
+			if err != nil {
+				t.Fatalf("go list: %v\n%s", err, out)
+			}
+			for _, dep := range strings.Fields(string(out)) {
+				for _, f := range tt.forbidden {
+					if strings.HasPrefix(dep, f) {
+						t.Errorf("%s depends on %s", tt.pkg, dep)
+					}
+				}
+			}
+		})
+	}
+}

@@ -1,0 +1,33 @@
+// Package mqtt is the MQTT v5 transport: CloudEvents in the binary content
+// mode of the CloudEvents MQTT binding (github.com/cloudevents/sdk-go/protocol/mqtt_paho)
+// over github.com/eclipse/paho.golang.
+//
+// Topics follow a Layout (options.SeedLayout by default, options.OCMLayout
+// to interoperate with Open Cluster Management deployments, or custom
+// templates). Publishes and subscriptions use QoS 1 and a clean start by
+// default; the transport reconnects by itself with capped exponential
+// backoff and calls its receiver's Connected after every reconnect, so the
+// client above resyncs what it missed.
+//
+// # Brokers drop messages; resync heals, settings avoid
+//
+// A broker drops QoS 1 messages for a subscriber that falls behind:
+// Mosquitto queues at most max_queued_messages (default 1000) per client,
+// mochi-mqtt holds MaximumInflight (default 8192). workwire receives fast
+// (the receive goroutine only decodes and queues) and heals drops by
+// periodic resync, but a large fleet should not rely on healing. For
+// Mosquitto:
+//
+//	max_queued_messages 100000   # per client; 0 is unlimited
+//	max_inflight_messages 1000
+//	message_size_limit 0         # or the largest ManifestWork you send
+//
+// For replicas of one source, set Config.SharedGroup: the broker then hands
+// each status and resync request to one replica ($share/<group>/...).
+//
+// # Size limits
+//
+// An event larger than Config.MaxEventBytes, or than the maximum packet size
+// the broker announces, fails at Send with options.ErrTooLarge before it is
+// sent; the events behind it are not held up.
+package mqtt

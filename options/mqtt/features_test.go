@@ -1,0 +1,77 @@
+package mqtt_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/workwire/sdk-go/options"
+	"github.com/workwire/sdk-go/options/mqtt"
+	"github.com/workwire/sdk-go/options/mqtt/mqtttest"
+	"github.com/workwire/sdk-go/options/transporttest"
+)
+
+func start(t *testing.T, tr *mqtt.Transport, subs []options.Subscription) *transporttest.Recorder {
+	t.Helper()
+	r := transporttest.NewRecorder()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := tr.Start(ctx, subs, r); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { closeNow(t, tr) })
+	return r
+}
+
+func TestSharedSubscriptionSplitsTheLoad(t *testing.T) {
+	t.Parallel()
+	b := mqtttest.NewBroker(t)
+	subs := options.SourceSubscriptions("hub", nil)
+	r1 := start(t, newTransport(t, mqtt.Config{BrokerHost: b.Addr(), SharedGroup: "hub"}), subs)
+	r2 := start(t, newTransport(t, mqtt.Config{BrokerHost: b.Addr(), SharedGroup: "hub"}), subs)
+	agent := newTransport(t, mqtt.Config{BrokerHost: b.Addr()})
+	start(t, agent, nil)
+	const n = 40
+	for i := range n {
+		evt := transporttest.NewEvent(fmt.Sprint("s", i), "status.update_request")
+		if err := agent.Send(context.Background(), options.Route{Role: options.RoleStatus, Source: "hub", Cluster: "c1"}, evt); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r1.Wait(t, "every status delivered once", 10*time.Second, func() bool {
+		return len(r1.Deliveries())+len(r2.Deliveries()) >= n
+	})
+	if got := len(r1.Deliveries()) + len(r2.Deliveries()); got != n {
+		t.Fatalf("replicas received %d statuses in all, want %d (each once)", got, n)
+	}
+	if len(r1.Deliveries()) == 0 || len(r2.Deliveries()) == 0 {
+		t.Errorf("one replica got everything: %d and %d", len(r1.Deliveries()), len(r2.Deliveries()))
+	}
+}
+
+func TestWillAndReconnectAfterADroppedConnection(t *testing.T) {
+	t.Parallel()
+	b := mqtttest.NewBroker(t)
+	watcher := newTransport(t, mqtt.Config{BrokerHost: b.Addr()})
+	// The will goes to the spec topic of a cluster the watcher listens on,
+	// so the watcher's receiver sees it (as a malformed message: the will
+	// payload is not a CloudEvent).
+	wr := start(t, watcher, options.AgentSubscriptions("watch", nil))
+	agent := newTransport(t, mqtt.Config{
+		BrokerHost: b.Addr(), ClientID: "agent-1",
+		Will: &mqtt.Will{Topic: "sources/x/clusters/watch/spec", Payload: "agent-1 is gone", QoS: 1},
+	})
+	ar := start(t, agent, options.AgentSubscriptions("c1", nil))
+	connects := ar.Connects()
+	if !b.DropClient("agent-1") {
+		t.Fatal("agent-1 is not connected")
+	}
+	wr.Wait(t, "the will", 10*time.Second, func() bool { return wr.MalformedCount() == 1 })
+	ar.Wait(t, "the agent reconnects", 10*time.Second, func() bool { return ar.Connects() > connects })
+	evt := transporttest.NewEvent("after", "spec.update_request")
+	if err := watcher.Send(context.Background(), options.Route{Role: options.RoleSpec, Source: "hub", Cluster: "c1"}, evt); err != nil {
+		t.Fatal(err)
+	}
+	ar.Wait(t, "delivery after the reconnect", 10*time.Second, func() bool { return len(ar.Deliveries()) == 1 })
+}
