@@ -17,8 +17,10 @@ func TestQuickstartRoundTrips(t *testing.T) {
 	if err := run(context.Background(), config{clusters: 3, works: 60, timeout: 30 * time.Second}, &out); err != nil {
 		t.Fatalf("%v\n%s", err, out.String())
 	}
+	// Statuses may come back more than once (a resync can re-send), so their
+	// count is not checked; every phase's confirmation is.
 	got := strings.Join(strings.Fields(out.String()), " ")
-	for _, want := range []string{"delivered and Available 60/60", "updated to 2 replicas 30/30", "deletes confirmed 20/20", "summary: 60 works delivered, 110 statuses back"} {
+	for _, want := range []string{"delivered and Available 60/60", "updated to 2 replicas 30/30", "deletes confirmed 20/20", "summary: 60 works delivered"} {
 		if !strings.Contains(got, want) {
 			t.Errorf("output lacks %q:\n%s", want, out.String())
 		}
