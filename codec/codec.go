@@ -362,7 +362,7 @@ func decodeMeta(evt *cloudevents.Event, work *workv1.ManifestWork) error {
 		return err
 	}
 	var m wireMeta
-	if err := unmarshalWireMeta([]byte(raw), &m); err != nil {
+	if err := unmarshal([]byte(raw), &m, fastWireMeta); err != nil {
 		return atField("extension \"metadata\"", jsonError(err))
 	}
 	work.Name = m.Name

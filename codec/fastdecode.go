@@ -27,44 +27,15 @@ import (
 // says when). Duplicate keys (encoding/json merges them), escaped keys and
 // keys encoding/json would match case-insensitively take the slow path too.
 
-func unmarshalManifestBundle(data []byte, b *ManifestBundle) error {
-	if parse(data, func(p *parser) bool { return fastManifestBundle(p, b) }) {
+// unmarshal decodes data into v with fast, or with encoding/json where fast
+// gives up.
+func unmarshal[T any](data []byte, v *T, fast func(*parser, *T) bool) error {
+	if parse(data, func(p *parser) bool { return fast(p, v) }) {
 		return nil
 	}
-	*b = ManifestBundle{}
-	return json.Unmarshal(data, b)
-}
-
-func unmarshalManifest(data []byte, m *Manifest) error {
-	if parse(data, func(p *parser) bool { return fastManifest(p, m) }) {
-		return nil
-	}
-	*m = Manifest{}
-	return json.Unmarshal(data, m)
-}
-
-func unmarshalWireMeta(data []byte, m *wireMeta) error {
-	if parse(data, func(p *parser) bool { return fastWireMeta(p, m) }) {
-		return nil
-	}
-	*m = wireMeta{}
-	return json.Unmarshal(data, m)
-}
-
-func unmarshalBundleStatus(data []byte, s *ManifestBundleStatus) error {
-	if parse(data, func(p *parser) bool { return fastBundleStatus(p, s) }) {
-		return nil
-	}
-	*s = ManifestBundleStatus{}
-	return json.Unmarshal(data, s)
-}
-
-func unmarshalManifestStatus(data []byte, s *ManifestStatus) error {
-	if parse(data, func(p *parser) bool { return fastManifestStatus(p, s) }) {
-		return nil
-	}
-	*s = ManifestStatus{}
-	return json.Unmarshal(data, s)
+	var zero T
+	*v = zero
+	return json.Unmarshal(data, v)
 }
 
 // parser is a cursor over JSON input. Every read validates what it reads.

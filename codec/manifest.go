@@ -109,7 +109,7 @@ func contentStatus(fb workv1.StatusFeedbackResult) *string {
 
 func decodeManifestSpec(work *workv1.ManifestWork, data []byte) error {
 	var m Manifest
-	if err := unmarshalManifest(data, &m); err != nil {
+	if err := unmarshal(data, &m, fastManifest); err != nil {
 		return atField("data", jsonError(err))
 	}
 	if m.Manifest.Raw == nil {
@@ -128,7 +128,7 @@ func decodeManifestSpec(work *workv1.ManifestWork, data []byte) error {
 
 func decodeManifestStatus(work *workv1.ManifestWork, data []byte) error {
 	var s ManifestStatus
-	if err := unmarshalManifestStatus(data, &s); err != nil {
+	if err := unmarshal(data, &s, fastManifestStatus); err != nil {
 		return atField("data", jsonError(err))
 	}
 	work.Status.Conditions = s.ReconcileStatus.Conditions

@@ -86,7 +86,7 @@ func encodeBundleStatus(work *workv1.ManifestWork) ([]byte, error) {
 
 func decodeBundleSpec(work *workv1.ManifestWork, data []byte) error {
 	var b ManifestBundle
-	if err := unmarshalManifestBundle(data, &b); err != nil {
+	if err := unmarshal(data, &b, fastManifestBundle); err != nil {
 		return atField("data", jsonError(err))
 	}
 	for i := range b.Manifests {
@@ -105,7 +105,7 @@ func decodeBundleSpec(work *workv1.ManifestWork, data []byte) error {
 
 func decodeBundleStatus(work *workv1.ManifestWork, data []byte) error {
 	var s ManifestBundleStatus
-	if err := unmarshalBundleStatus(data, &s); err != nil {
+	if err := unmarshal(data, &s, fastBundleStatus); err != nil {
 		return atField("data", jsonError(err))
 	}
 	work.Status = workv1.ManifestWorkStatus{
