@@ -67,6 +67,12 @@ type envMaker struct {
 	make func(t *testing.T, needRestart bool) *env
 }
 
+// moreEnvs holds the transports other test files add with registerEnv
+// from an init function (one file per transport).
+var moreEnvs []envMaker
+
+func registerEnv(m envMaker) { moreEnvs = append(moreEnvs, m) }
+
 func envMakers() []envMaker {
 	makers := []envMaker{
 		{name: "memory", make: func(t *testing.T, _ bool) *env {
@@ -106,7 +112,7 @@ func envMakers() []envMaker {
 			return e
 		}})
 	}
-	return makers
+	return append(makers, moreEnvs...)
 }
 
 func mqttEnv(addr string) *env {
