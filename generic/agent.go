@@ -14,11 +14,6 @@ import (
 	"github.com/workwire/sdk-go/options"
 )
 
-// reResyncWindow is how soon after its own reconnect an agent repeats its
-// spec resync when a source's status resync shows the source reconnected
-// too. It spans the sources' reconnect backoff (at most 30s by default).
-const reResyncWindow = 2 * time.Minute
-
 // AgentClient is the cluster side of the protocol: it hands specs from
 // sources to its handlers and publishes statuses back. It drops specs older
 // than what it holds. On start, on every reconnect and periodically it asks
@@ -219,12 +214,12 @@ func (a *AgentClient[T]) answerResync(ctx context.Context, source string, dt typ
 	key := sessionKey{peer: source, dt: dt}
 	sess, fresh := c.sessions.open(key, resyncID, total, c.cfg.sessionTTL, time.Now())
 	if fresh {
-		// The source just (re)connected. If we also reconnected lately (a
-		// broker restart drops both), our own spec resync may have gone out
-		// before the source was back: ask again.
-		if time.Since(time.Unix(0, c.connectedAt.Load())) < reResyncWindow {
-			c.queueResync(dt)
-		}
+		// A source resyncs when it (re)connects and periodically. Answer
+		// with our versions too: after a broker restart our own spec
+		// resync may have gone out before the source was back, and after a
+		// source restart the source learns what we hold (orphans, and
+		// versions newer than its own).
+		c.queueResync(dt)
 		objs, err := c.lister.List(ListOptions{Source: source, ClusterName: c.id, DataType: dt})
 		if err != nil {
 			c.sessions.close(key, sess)

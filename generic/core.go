@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	cloudevents "github.com/cloudevents/sdk-go/v2"
@@ -146,11 +145,9 @@ type core[T Object] struct {
 	q        *queue.Queue[string, *task]
 	sessions sessions[T]
 
-	// connectedAt is when the transport last (re)connected, in Unix nanoseconds.
-	connectedAt atomic.Int64
-
-	mu       sync.Mutex // guards state and handlers before Start
-	state    lifecycle
+	mu        sync.Mutex // guards state, startedAt and handlers before Start
+	state     lifecycle
+	startedAt time.Time
 	handlers []ResourceHandler[T]
 
 	ctx    context.Context
@@ -232,6 +229,7 @@ func (c *core[T]) start(ctx context.Context) error {
 		return ErrClosed
 	}
 	c.state = stateStarted
+	c.startedAt = time.Now()
 	c.mu.Unlock()
 
 	for range c.cfg.workers {
@@ -274,6 +272,13 @@ func (c *core[T]) close(ctx context.Context) error {
 	}
 	c.log.Info("closed")
 	return err
+}
+
+// started returns when Start was called.
+func (c *core[T]) started() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.startedAt
 }
 
 func (c *core[T]) checkStarted() error {
@@ -346,7 +351,6 @@ func (c *core[T]) Malformed(err error) {
 // Connected implements options.Receiver: every (re)connect starts a resync,
 // because events published while we were away are gone.
 func (c *core[T]) Connected() {
-	c.connectedAt.Store(time.Now().UnixNano())
 	c.cfg.observer.Connected(c.side)
 	c.log.V(2).Info("connected; resyncing")
 	c.queueResync(types.DataType{})

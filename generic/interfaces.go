@@ -69,6 +69,18 @@ type SourceLister interface {
 	Sources(clusterName string) ([]string, error)
 }
 
+// VersionRepairer is an optional interface of a source's Lister. When an
+// agent holds a resource at a newer version than the source's Lister lists —
+// the source lost its versions, for example an in-memory store that
+// restarted and had its objects created again — the source client calls
+// RepairVersion, which must store and return the object with a generation
+// above agentVersion; the client then sends it. Without it such a resource
+// is left as the agent holds it until the source changes it past that
+// version.
+type VersionRepairer[T Object] interface {
+	RepairVersion(ctx context.Context, obj T, agentVersion int64) (T, error)
+}
+
 // ListerFunc adapts a function to a Lister.
 type ListerFunc[T Object] func(opts ListOptions) ([]T, error)
 

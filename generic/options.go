@@ -91,6 +91,7 @@ func (c *config) validate() error {
 type sourceConfig struct {
 	config
 	orphanDeletion OrphanDeletion
+	orphanGrace    time.Duration
 }
 
 type agentConfig struct {
@@ -191,6 +192,15 @@ const (
 // Default: DeleteOwnOrphans.
 func WithOrphanDeletion(d OrphanDeletion) SourceOption {
 	return sourceOption(func(c *sourceConfig) { c.orphanDeletion = d })
+}
+
+// WithOrphanGracePeriod keeps a source from deleting orphans during its
+// first d after Start: a source whose Lister fills up after it starts (an
+// in-memory store its controllers populate again) would otherwise delete
+// resources it merely has not re-created yet. Orphans found during the grace
+// period are deleted at the first resync after it. Default: 0.
+func WithOrphanGracePeriod(d time.Duration) SourceOption {
+	return sourceOption(func(c *sourceConfig) { c.orphanGrace = d })
 }
 
 // WithAgentID sets the CloudEvents source attribute of the agent's events.

@@ -51,6 +51,8 @@ var scenarios = []scenario{
 	{name: "SpecResyncFixesStaleAndOrphanResources", run: scenarioSpecResyncFixesStaleAndOrphanResources},
 	{name: "SpecResyncNeverDeletesAnotherSourcesResources", run: scenarioSpecResyncNeverDeletesAnotherSourcesResources},
 	{name: "UnattributedResourcesAreKept", run: scenarioUnattributedResourcesAreKept},
+	{name: "RestartedSourceRepairsVersions", run: scenarioRestartedSourceRepairsVersions},
+	{name: "OrphansWaitForTheGracePeriod", run: scenarioOrphansWaitForTheGracePeriod},
 	{name: "StatusResyncWhenSourceRestarts", run: scenarioStatusResyncWhenSourceRestarts},
 	{name: "AgentRestartResyncsWhatWasMissed", run: scenarioAgentRestartResyncsWhatWasMissed},
 	{name: "BrokerRestartMidStreamLosesNothing", run: scenarioBrokerRestartMidStreamLosesNothing, needRestart: true},
@@ -318,6 +320,62 @@ func scenarioUnattributedResourcesAreKept(t *testing.T, e *env) {
 	if _, ok := agentStore.get(string(theirs.UID)); !ok {
 		t.Error("the other source's widget was deleted")
 	}
+}
+
+// repairingStore is a source store that implements generic.VersionRepairer.
+type repairingStore struct{ *store }
+
+func (r repairingStore) RepairVersion(_ context.Context, w *widget, agentVersion int64) (*widget, error) {
+	w = w.copy()
+	w.Generation = agentVersion + 1
+	r.put(w)
+	return w, nil
+}
+
+// A source that lost its versions (an in-memory store re-created after a
+// restart) learns from the agent's resync that the agent is ahead, moves
+// past it, and sends its spec again: nothing is deleted and re-created.
+func scenarioRestartedSourceRepairsVersions(t *testing.T, e *env) {
+	held := newWidget(e.src, e.c1, "a", "old", 5)
+	agentStore := newStore(held)
+	agent := startAgentWith(t, e.transport(t), e.c1, agentStore, sourcesStore{agentStore})
+	hubStore := newStore(newWidget(e.src, e.c1, "a", "new", 1)) // re-created at generation 1
+	var opts []generic.SourceOption
+	for _, o := range testOpts(newCounter()) {
+		opts = append(opts, o)
+	}
+	c, err := generic.NewSourceClient[*widget](e.src, e.transport(t), repairingStore{hubStore}, hashWidget,
+		[]generic.Codec[*widget]{widgetCodec{}}, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	startClient(t, c.Start, c.Close)
+	eventually(t, "agent holds the source's spec past its old version", func() bool {
+		w, ok := agentStore.get(string(held.UID))
+		return ok && w.Spec == "new" && w.Generation == 6
+	})
+	if n := agent.obs.drops(generic.DropStale); n != 0 {
+		t.Errorf("%d specs were dropped as stale", n)
+	}
+}
+
+// A source that starts with an incomplete store keeps orphans during its
+// grace period and deletes them at the first resync after it.
+func scenarioOrphansWaitForTheGracePeriod(t *testing.T, e *env) {
+	orphan := newWidget(e.src, e.c1, "orphan", "o", 1)
+	agentStore := newStore(orphan)
+	agent := startAgentWith(t, e.transport(t), e.c1, agentStore, sourcesStore{agentStore})
+	const grace = 500 * time.Millisecond
+	hub := startSource(t, e.src, e.transport(t), newStore(), generic.WithOrphanGracePeriod(grace))
+	eventually(t, "the source answered a resync", func() bool { return hub.obs.answers() >= 1 })
+	if n := hub.obs.sends("spec.delete_request"); n != 0 {
+		t.Fatalf("the source sent %d deletes during its grace period", n)
+	}
+	time.Sleep(grace) // the grace period is wall-clock time by definition
+	if err := agent.client.Resync(context.Background(), types.DataType{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "orphan deleted after the grace period", func() bool { _, ok := agentStore.get(string(orphan.UID)); return !ok })
 }
 
 func scenarioStatusResyncWhenSourceRestarts(t *testing.T, e *env) {

@@ -195,6 +195,10 @@ func (s *SourceClient[T]) answerResync(ctx context.Context, cluster string, dt t
 	}
 	deleteOrphans := s.cfg.orphanDeletion != KeepOrphans &&
 		((attributed && src == c.id) || (!attributed && s.cfg.orphanDeletion == DeleteAllOrphans))
+	if deleteOrphans && time.Since(c.started()) < s.cfg.orphanGrace {
+		deleteOrphans = false
+		c.log.V(2).Info("in the orphan grace period: orphans are kept for now", "cluster", cluster)
+	}
 
 	key := sessionKey{peer: cluster, dt: dt}
 	sess, fresh := c.sessions.open(key, resyncID, total, c.cfg.sessionTTL, time.Now())
@@ -221,6 +225,13 @@ func (s *SourceClient[T]) answerResync(ctx context.Context, cluster string, dt t
 	for _, e := range req.ResourceVersions {
 		sess.seen[e.ResourceID] = struct{}{}
 		obj, ok := sess.mine[e.ResourceID]
+		if ok && obj.GetGeneration() < e.ResourceVersion {
+			repaired, err := s.repairVersion(ctx, obj, e.ResourceVersion)
+			if err != nil {
+				return err
+			}
+			obj = repaired
+		}
 		switch {
 		case ok && (obj.GetGeneration() > e.ResourceVersion || obj.GetDeletionTimestamp() != nil):
 			if err := s.sendSpec(ctx, codec, cluster, obj, true); err != nil {
@@ -252,6 +263,22 @@ func (s *SourceClient[T]) answerResync(ctx context.Context, cluster string, dt t
 	c.cfg.observer.ResyncAnswered(c.side, dt, sess.sent)
 	c.log.V(2).Info("answered spec resync", "cluster", cluster, "dataType", dt, "sent", sess.sent, "held", len(sess.mine))
 	return nil
+}
+
+// repairVersion asks a VersionRepairer lister to move obj past the version
+// an agent holds. Without one, obj is returned as it is.
+func (s *SourceClient[T]) repairVersion(ctx context.Context, obj T, agentVersion int64) (T, error) {
+	r, ok := s.c.lister.(VersionRepairer[T])
+	if !ok {
+		s.c.log.V(2).Info("agent holds a newer version than the source; no VersionRepairer", "resourceID", obj.GetUID(), "source", obj.GetGeneration(), "agent", agentVersion)
+		return obj, nil
+	}
+	repaired, err := r.RepairVersion(ctx, obj, agentVersion)
+	if err != nil {
+		return obj, fmt.Errorf("repair version of %s: %w", obj.GetUID(), err)
+	}
+	s.c.log.V(2).Info("repaired version", "resourceID", obj.GetUID(), "was", obj.GetGeneration(), "agent", agentVersion, "now", repaired.GetGeneration())
+	return repaired, nil
 }
 
 // sendSpec sends obj to cluster: a delete_request if it is being deleted,
