@@ -1,0 +1,404 @@
+// Package store is an in-memory object store with the semantics a
+// Kubernetes client expects of a kube-apiserver: a store-wide, strictly
+// increasing resourceVersion; Conflict on a stale update; List with
+// selectors and Limit/Continue paging over a consistent snapshot; and Watch
+// that resumes from a resourceVersion through a bounded history, so a
+// SharedInformer syncs once and never relists in a loop.
+//
+// Stored objects are immutable: writers hand in new objects, readers get
+// copies (Get, List, watch events), so nothing a caller does to a returned
+// object reaches the store.
+package store
+
+import (
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	kubetypes "k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/watch"
+)
+
+// Object is what a Store holds.
+type Object interface {
+	metav1.Object
+	runtime.Object
+}
+
+// Defaults.
+const (
+	// DefaultHistory is how many recent events the store keeps for watches
+	// that resume from an older resourceVersion.
+	DefaultHistory = 4096
+	// snapshotTTL is how long a paged List's snapshot is kept for its
+	// continue token (etcd keeps compacted revisions for minutes, too).
+	snapshotTTL = time.Minute
+	// maxPending bounds the events a watcher may have undelivered; beyond
+	// it the watch is closed and its client resumes from history.
+	maxPending = 100000
+)
+
+// ErrNoChange returned by an Update function leaves the object as it is.
+var ErrNoChange = errors.New("no change")
+
+// Store is goroutine-safe.
+type Store[T Object] struct {
+	gr   schema.GroupResource
+	copy func(T) T
+
+	mu        sync.RWMutex
+	rv        uint64
+	items     map[string]T // "namespace/name"
+	byUID     map[kubetypes.UID]string
+	history   []Event[T] // ring of the last len(history) events
+	hnext     int        // where the next event goes
+	hcount    int        // events in the ring
+	watchers  map[*watcher[T]]struct{}
+	snapshots map[string]*snapshot[T]
+	nextSnap  uint64
+	closed    bool // no new watches
+}
+
+// Event is one change to the store.
+type Event[T Object] struct {
+	Type   watch.EventType
+	Object T // the object after the change (for Deleted, as it was removed)
+	Prev   T // the object before a modification; zero otherwise
+	RV     uint64
+}
+
+// New returns an empty store. gr names the resource in errors; copy deep
+// copies an object.
+func New[T Object](gr schema.GroupResource, copy func(T) T, history int) *Store[T] {
+	if history <= 0 {
+		history = DefaultHistory
+	}
+	return &Store[T]{
+		gr:        gr,
+		copy:      copy,
+		items:     make(map[string]T),
+		byUID:     make(map[kubetypes.UID]string),
+		history:   make([]Event[T], history),
+		watchers:  make(map[*watcher[T]]struct{}),
+		snapshots: make(map[string]*snapshot[T]),
+	}
+}
+
+func key(namespace, name string) string { return namespace + "/" + name }
+
+// ResourceVersion returns the store's current resourceVersion.
+func (s *Store[T]) ResourceVersion() uint64 {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.rv
+}
+
+// Get returns a copy of the object.
+func (s *Store[T]) Get(namespace, name string) (T, error) {
+	s.mu.RLock()
+	obj, ok := s.items[key(namespace, name)]
+	s.mu.RUnlock()
+	if !ok {
+		var zero T
+		return zero, apierrors.NewNotFound(s.gr, name)
+	}
+	return s.copy(obj), nil
+}
+
+// Peek returns the stored object itself, or false. The caller must not
+// modify it.
+func (s *Store[T]) Peek(namespace, name string) (T, bool) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	obj, ok := s.items[key(namespace, name)]
+	return obj, ok
+}
+
+// PeekUID returns the stored object with uid itself, or false. The caller
+// must not modify it.
+func (s *Store[T]) PeekUID(uid kubetypes.UID) (T, bool) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	k, ok := s.byUID[uid]
+	if !ok {
+		var zero T
+		return zero, false
+	}
+	return s.items[k], true
+}
+
+// Range calls fn on every stored object of namespace ("" for all) until fn
+// returns false. fn must not modify the objects or call into the store.
+func (s *Store[T]) Range(namespace string, fn func(T) bool) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	for _, obj := range s.items {
+		if namespace != "" && obj.GetNamespace() != namespace {
+			continue
+		}
+		if !fn(obj) {
+			return
+		}
+	}
+}
+
+// Len returns how many objects the store holds.
+func (s *Store[T]) Len() int {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return len(s.items)
+}
+
+// Create stores obj, which the store owns from now on, with the next
+// resourceVersion. It fails with AlreadyExists if the name or the UID is
+// taken. It returns a copy of what it stored.
+func (s *Store[T]) Create(obj T) (T, error) {
+	var zero T
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	k := key(obj.GetNamespace(), obj.GetName())
+	if _, taken := s.items[k]; taken {
+		return zero, apierrors.NewAlreadyExists(s.gr, obj.GetName())
+	}
+	if uid := obj.GetUID(); uid != "" {
+		if _, taken := s.byUID[uid]; taken {
+			return zero, apierrors.NewAlreadyExists(s.gr, obj.GetName())
+		}
+	}
+	s.rv++
+	obj.SetResourceVersion(strconv.FormatUint(s.rv, 10))
+	s.items[k] = obj
+	if uid := obj.GetUID(); uid != "" {
+		s.byUID[uid] = k
+	}
+	s.record(Event[T]{Type: watch.Added, Object: obj, RV: s.rv})
+	return s.copy(obj), nil
+}
+
+// Update replaces the object with what fn returns. fn gets a copy of the
+// current object and runs under the store's lock, so no write can come
+// between its read and its write: it must be quick and must not call into
+// the store. fn returning ErrNoChange leaves the object as it is (and Update
+// returns a copy of it); another error is returned as it is. A missing
+// object is NotFound. The name, namespace and UID cannot change.
+func (s *Store[T]) Update(namespace, name string, fn func(cur T) (T, error)) (T, error) {
+	var zero T
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	k := key(namespace, name)
+	cur, ok := s.items[k]
+	if !ok {
+		return zero, apierrors.NewNotFound(s.gr, name)
+	}
+	next, err := fn(s.copy(cur))
+	if errors.Is(err, ErrNoChange) {
+		return s.copy(cur), nil
+	}
+	if err != nil {
+		return zero, err
+	}
+	if next.GetName() != name || next.GetNamespace() != namespace || next.GetUID() != cur.GetUID() {
+		return zero, apierrors.NewBadRequest(fmt.Sprintf("%s %q: name, namespace and uid cannot change", s.gr, name))
+	}
+	s.rv++
+	next.SetResourceVersion(strconv.FormatUint(s.rv, 10))
+	s.items[k] = next
+	s.record(Event[T]{Type: watch.Modified, Object: next, Prev: cur, RV: s.rv})
+	return s.copy(next), nil
+}
+
+// Delete removes the object. check, if not nil, sees the current object
+// first and may refuse with an error. It returns a copy of what it removed.
+func (s *Store[T]) Delete(namespace, name string, check func(cur T) error) (T, error) {
+	var zero T
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	k := key(namespace, name)
+	cur, ok := s.items[k]
+	if !ok {
+		return zero, apierrors.NewNotFound(s.gr, name)
+	}
+	if check != nil {
+		if err := check(cur); err != nil {
+			return zero, err
+		}
+	}
+	s.rv++
+	// The deleted object carries the deletion's resourceVersion, as the
+	// kube-apiserver's watch does.
+	gone := s.copy(cur)
+	gone.SetResourceVersion(strconv.FormatUint(s.rv, 10))
+	delete(s.items, k)
+	delete(s.byUID, cur.GetUID())
+	s.record(Event[T]{Type: watch.Deleted, Object: gone, RV: s.rv})
+	return s.copy(gone), nil
+}
+
+// record appends ev to the history and hands it to the watchers. The caller
+// holds s.mu for writing.
+func (s *Store[T]) record(ev Event[T]) {
+	s.history[s.hnext] = ev
+	s.hnext = (s.hnext + 1) % len(s.history)
+	s.hcount = min(s.hcount+1, len(s.history))
+	if len(s.watchers) == 0 {
+		return
+	}
+	// One copy per event for all watchers: watch consumers (informer
+	// caches) must not modify what they get, and the store's own object
+	// must stay out of their reach.
+	shared := Event[T]{Type: ev.Type, Object: s.copy(ev.Object), Prev: ev.Prev, RV: ev.RV}
+	for w := range s.watchers {
+		if !w.offer(shared) {
+			delete(s.watchers, w)
+		}
+	}
+}
+
+// oldestRV returns the resourceVersion of the oldest event in the history,
+// 0 if it is empty.
+func (s *Store[T]) oldestRV() uint64 {
+	if s.hcount == 0 {
+		return 0
+	}
+	i := (s.hnext - s.hcount + len(s.history)) % len(s.history)
+	return s.history[i].RV
+}
+
+// ListOptions selects objects for List.
+type ListOptions[T Object] struct {
+	Namespace string       // "" for all
+	Match     func(T) bool // nil matches everything
+	Limit     int64        // 0 for no limit
+	Continue  string       // a token from a previous List with the same options
+}
+
+// ListResult is one page of a List.
+type ListResult[T Object] struct {
+	Items              []T // copies
+	ResourceVersion    uint64
+	Continue           string
+	RemainingItemCount *int64
+}
+
+type snapshot[T Object] struct {
+	items   []T // sorted by key; stored objects, not copies
+	rv      uint64
+	expires time.Time
+}
+
+type continueToken struct {
+	Snapshot string `json:"s"`
+	Offset   int    `json:"o"`
+}
+
+// List returns the matching objects sorted by namespace and name. With a
+// Limit it returns a page and a continue token; every page of one List
+// comes from the snapshot of its first page and carries its
+// resourceVersion. A token older than a minute is Expired (410), as the
+// kube-apiserver answers a compacted continue.
+func (s *Store[T]) List(o ListOptions[T]) (ListResult[T], error) {
+	var snap *snapshot[T]
+	offset := 0
+	if o.Continue != "" {
+		tok, err := decodeToken(o.Continue)
+		if err != nil {
+			return ListResult[T]{}, apierrors.NewBadRequest(fmt.Sprintf("invalid continue token: %v", err))
+		}
+		s.mu.Lock()
+		s.sweepSnapshots()
+		snap = s.snapshots[tok.Snapshot]
+		s.mu.Unlock()
+		if snap == nil {
+			return ListResult[T]{}, apierrors.NewResourceExpired("the continue token has expired; list again without it")
+		}
+		if tok.Offset < 0 || tok.Offset > len(snap.items) {
+			return ListResult[T]{}, apierrors.NewBadRequest("invalid continue token: offset out of range")
+		}
+		offset = tok.Offset
+	} else {
+		snap = s.snapshot(o.Namespace, o.Match)
+	}
+	end := len(snap.items)
+	res := ListResult[T]{ResourceVersion: snap.rv}
+	if o.Limit > 0 && int64(end-offset) > o.Limit {
+		end = offset + int(o.Limit)
+		id := s.keepSnapshot(snap)
+		res.Continue = encodeToken(continueToken{Snapshot: id, Offset: end})
+		remaining := int64(len(snap.items) - end)
+		res.RemainingItemCount = &remaining
+	}
+	res.Items = make([]T, 0, end-offset)
+	for _, obj := range snap.items[offset:end] {
+		res.Items = append(res.Items, s.copy(obj))
+	}
+	return res, nil
+}
+
+func (s *Store[T]) snapshot(namespace string, match func(T) bool) *snapshot[T] {
+	s.mu.RLock()
+	snap := &snapshot[T]{rv: s.rv, items: make([]T, 0, len(s.items))}
+	for _, obj := range s.items {
+		if (namespace == "" || obj.GetNamespace() == namespace) && (match == nil || match(obj)) {
+			snap.items = append(snap.items, obj)
+		}
+	}
+	s.mu.RUnlock()
+	slices.SortFunc(snap.items, func(a, b T) int {
+		if c := strings.Compare(a.GetNamespace(), b.GetNamespace()); c != 0 {
+			return c
+		}
+		return strings.Compare(a.GetName(), b.GetName())
+	})
+	return snap
+}
+
+func (s *Store[T]) keepSnapshot(snap *snapshot[T]) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for id, kept := range s.snapshots {
+		if kept == snap {
+			return id
+		}
+	}
+	s.sweepSnapshots()
+	s.nextSnap++
+	id := strconv.FormatUint(s.nextSnap, 36) + "." + strconv.FormatUint(snap.rv, 36)
+	snap.expires = time.Now().Add(snapshotTTL)
+	s.snapshots[id] = snap
+	return id
+}
+
+// sweepSnapshots drops expired snapshots. The caller holds s.mu.
+func (s *Store[T]) sweepSnapshots() {
+	now := time.Now()
+	for id, snap := range s.snapshots {
+		if now.After(snap.expires) {
+			delete(s.snapshots, id)
+		}
+	}
+}
+
+func encodeToken(t continueToken) string {
+	b, _ := json.Marshal(t)
+	return base64.RawURLEncoding.EncodeToString(b)
+}
+
+func decodeToken(s string) (continueToken, error) {
+	var t continueToken
+	b, err := base64.RawURLEncoding.DecodeString(s)
+	if err != nil {
+		return t, err
+	}
+	err = json.Unmarshal(b, &t)
+	return t, err
+}

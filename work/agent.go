@@ -1,0 +1,336 @@
+package work
+
+import (
+	"context"
+	"errors"
+	"sync"
+
+	"github.com/go-logr/logr"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	kubetypes "k8s.io/apimachinery/pkg/types"
+	workv1 "open-cluster-management.io/api/work/v1"
+
+	"github.com/workwire/sdk-go/codec"
+	"github.com/workwire/sdk-go/generic"
+	"github.com/workwire/sdk-go/generic/types"
+	"github.com/workwire/sdk-go/internal/store"
+)
+
+var (
+	errDeleting     = errors.New("the work is being deleted: its spec cannot change")
+	errNotRemovable = errors.New("the work is not ready to be removed")
+	errSpecBySource = errors.New("the spec of a work is set by its source; an agent changes metadata and status only")
+)
+
+// agent is the cluster side: works arrive from sources into the store;
+// the agent's controllers update statuses, which are published back, and
+// metadata (finalizers, labels, annotations), which stays local.
+//
+// A source's deletion shows as a deletionTimestamp; the work leaves the
+// store once its finalizers are gone, and a last status with the Deleted
+// condition tells the source it may forget the work.
+type agent struct {
+	cluster  string
+	st       *store.Store[*workv1.ManifestWork]
+	pub      *publisher
+	patcher  *patcher
+	dataType types.DataType // of works that did not say (the first codec's)
+	log      logr.Logger
+
+	mu        sync.Mutex
+	dataTypes map[kubetypes.UID]types.DataType // which data type each work came as
+}
+
+var _ backend = (*agent)(nil)
+
+func (a *agent) works() *store.Store[*workv1.ManifestWork] { return a.st }
+
+func sourceOf(w *workv1.ManifestWork) string { return w.Annotations[codec.OriginalSourceAnnotation] }
+
+func (a *agent) create(context.Context, string, *workv1.ManifestWork, metav1.CreateOptions) (*workv1.ManifestWork, error) {
+	return nil, apierrors.NewMethodNotSupported(manifestWorksResource, "create on an agent: works come from sources")
+}
+
+func (a *agent) delete(context.Context, string, string, metav1.DeleteOptions) error {
+	return apierrors.NewMethodNotSupported(manifestWorksResource, "delete on an agent: sources delete works")
+}
+
+// nextMetadata is an update of cur's metadata from in: finalizers, labels,
+// annotations and owner references stay on this cluster. The spec belongs
+// to the source; status is ignored here (UpdateStatus sets it).
+func (a *agent) nextMetadata(cur, in *workv1.ManifestWork, manager string) (*workv1.ManifestWork, error) {
+	if err := checkPreconditions(cur, string(in.UID), in.ResourceVersion); err != nil {
+		return nil, err
+	}
+	if !equality.Semantic.DeepEqual(cur.Spec, in.Spec) {
+		return nil, apierrors.NewForbidden(manifestWorksResource, cur.Name, errSpecBySource)
+	}
+	in = in.DeepCopy()
+	next := cur.DeepCopy()
+	next.Finalizers, next.Labels, next.Annotations, next.OwnerReferences = in.Finalizers, in.Labels, in.Annotations, in.OwnerReferences
+	if len(in.ManagedFields) > 0 {
+		next.ManagedFields = in.ManagedFields
+	} else {
+		next = a.patcher.track(cur, next, manager)
+	}
+	if equality.Semantic.DeepEqual(cur, next) {
+		return nil, store.ErrNoChange
+	}
+	return next, nil
+}
+
+func (a *agent) update(_ context.Context, namespace string, in *workv1.ManifestWork, opts metav1.UpdateOptions) (*workv1.ManifestWork, error) {
+	return a.write(namespace, in, isDryRun(opts.DryRun), opts.FieldManager, a.nextMetadata)
+}
+
+// nextStatus is an update of cur's status from in; nothing else changes, so
+// a status written from an old read never undoes a deletion that came in
+// meanwhile.
+func (a *agent) nextStatus(cur, in *workv1.ManifestWork, _ string) (*workv1.ManifestWork, error) {
+	if err := checkPreconditions(cur, string(in.UID), in.ResourceVersion); err != nil {
+		return nil, err
+	}
+	if equality.Semantic.DeepEqual(cur.Status, in.Status) {
+		return nil, store.ErrNoChange
+	}
+	next := cur.DeepCopy()
+	next.Status = *in.Status.DeepCopy()
+	return next, nil
+}
+
+func (a *agent) updateStatus(_ context.Context, namespace string, in *workv1.ManifestWork, opts metav1.UpdateOptions) (*workv1.ManifestWork, error) {
+	return a.write(namespace, in, isDryRun(opts.DryRun), opts.FieldManager, a.nextStatus)
+}
+
+type nextFunc func(cur, in *workv1.ManifestWork, manager string) (*workv1.ManifestWork, error)
+
+// write stores next(cur, in), publishes a changed status, and completes a
+// deletion that a removed finalizer unblocks.
+func (a *agent) write(namespace string, in *workv1.ManifestWork, dryRun bool, manager string, next nextFunc) (*workv1.ManifestWork, error) {
+	if in.Namespace != "" && in.Namespace != namespace {
+		return nil, bindNamespace(namespace, in.DeepCopy())
+	}
+	if dryRun {
+		cur, err := a.st.Get(namespace, in.Name)
+		if err != nil {
+			return nil, err
+		}
+		out, err := next(cur, in, manager)
+		if errors.Is(err, store.ErrNoChange) {
+			return cur, nil
+		}
+		return out, err
+	}
+	var changed *workv1.ManifestWork
+	var statusChanged bool
+	out, err := a.st.Update(namespace, in.Name, func(cur *workv1.ManifestWork) (*workv1.ManifestWork, error) {
+		n, err := next(cur, in, manager)
+		if err == nil {
+			changed = n
+			statusChanged = !equality.Semantic.DeepEqual(cur.Status, n.Status)
+		}
+		return n, err
+	})
+	if err != nil {
+		return nil, err
+	}
+	if changed != nil && statusChanged {
+		a.pub.enqueue(changed)
+	}
+	a.completeDeletion(out.UID)
+	return out, nil
+}
+
+func (a *agent) patch(_ context.Context, namespace, name string, pt kubetypes.PatchType, data []byte, opts metav1.PatchOptions, sub string) (*workv1.ManifestWork, error) {
+	next := a.nextMetadata
+	if sub == "status" {
+		next = a.nextStatus
+	}
+	dryRun := isDryRun(opts.DryRun)
+	return patchWork(a.st, a.patcher, namespace, name, pt, data, opts, func(patched *workv1.ManifestWork) (*workv1.ManifestWork, error) {
+		return a.write(namespace, patched, dryRun, opts.FieldManager, next)
+	}, nil)
+}
+
+// onSpec is the agent client's handler: a spec from a source.
+func (a *agent) onSpec(_ context.Context, t types.EventType, in *workv1.ManifestWork) error {
+	a.mu.Lock()
+	a.dataTypes[in.UID] = t.DataType
+	a.mu.Unlock()
+	in.Namespace = a.cluster
+	if t.Action == types.DeleteRequest || in.DeletionTimestamp != nil {
+		return a.markDeleted(in)
+	}
+	return a.upsert(in)
+}
+
+func (a *agent) upsert(in *workv1.ManifestWork) error {
+	if cur, ok := a.st.PeekUID(in.UID); ok {
+		_, err := a.st.Update(cur.Namespace, cur.Name, func(c *workv1.ManifestWork) (*workv1.ManifestWork, error) {
+			if c.UID != in.UID {
+				return nil, store.ErrNoChange
+			}
+			next := c.DeepCopy()
+			next.Spec, next.Labels, next.Generation = in.Spec, in.Labels, in.Generation
+			// The source's annotations win; the agent's own ones stay.
+			if len(in.Annotations) > 0 && next.Annotations == nil {
+				next.Annotations = make(map[string]string, len(in.Annotations))
+			}
+			for k, v := range in.Annotations {
+				next.Annotations[k] = v
+			}
+			if equality.Semantic.DeepEqual(c, next) {
+				return nil, store.ErrNoChange
+			}
+			return next, nil
+		})
+		return ignoreNotFound(err)
+	}
+	if old, ok := a.st.Peek(in.Namespace, in.Name); ok {
+		if sourceOf(old) != sourceOf(in) {
+			a.log.Error(nil, "dropping a work whose name another source's work has", "work", in.Namespace+"/"+in.Name,
+				"source", sourceOf(in), "holder", sourceOf(old))
+			return nil
+		}
+		// The source created the work again (a new UID): the new one
+		// replaces the old, which the source no longer knows.
+		if _, err := a.st.Delete(old.Namespace, old.Name, func(c *workv1.ManifestWork) error {
+			if c.UID != old.UID {
+				return errNotRemovable
+			}
+			return nil
+		}); err != nil && !apierrors.IsNotFound(err) {
+			return err
+		}
+	}
+	in.ResourceVersion = ""
+	if in.CreationTimestamp.IsZero() {
+		in.CreationTimestamp = metav1.Now()
+	}
+	_, err := a.st.Create(in)
+	return err
+}
+
+// markDeleted shows a source's deletion to the agent's controllers, and
+// completes it at once if nothing holds the work.
+func (a *agent) markDeleted(in *workv1.ManifestWork) error {
+	cur, ok := a.st.PeekUID(in.UID)
+	if !ok {
+		// Never had it, or already gone: say so, so the source forgets it.
+		a.pub.enqueue(deletedStatus(in))
+		return nil
+	}
+	_, err := a.st.Update(cur.Namespace, cur.Name, func(c *workv1.ManifestWork) (*workv1.ManifestWork, error) {
+		if c.UID != in.UID || (c.DeletionTimestamp != nil && c.Generation >= in.Generation) {
+			return nil, store.ErrNoChange
+		}
+		if c.DeletionTimestamp == nil {
+			c.DeletionTimestamp = in.DeletionTimestamp
+			if c.DeletionTimestamp == nil {
+				now := metav1.Now()
+				c.DeletionTimestamp = &now
+			}
+		}
+		c.Generation = max(c.Generation, in.Generation)
+		return c, nil
+	})
+	if err := ignoreNotFound(err); err != nil {
+		return err
+	}
+	a.completeDeletion(in.UID)
+	return nil
+}
+
+// completeDeletion removes a work the source deleted once its finalizers
+// are gone, and reports it Deleted.
+func (a *agent) completeDeletion(uid kubetypes.UID) {
+	w, ok := a.st.PeekUID(uid)
+	if !ok || w.DeletionTimestamp == nil || len(w.Finalizers) > 0 {
+		return
+	}
+	gone, err := a.st.Delete(w.Namespace, w.Name, func(cur *workv1.ManifestWork) error {
+		if cur.UID != uid || cur.DeletionTimestamp == nil || len(cur.Finalizers) > 0 {
+			return errNotRemovable
+		}
+		return nil
+	})
+	if err != nil {
+		return
+	}
+	a.pub.enqueue(deletedStatus(gone))
+}
+
+// deletedStatus is w's last status: what it was, and Deleted.
+func deletedStatus(w *workv1.ManifestWork) *workv1.ManifestWork {
+	final := w.DeepCopy()
+	meta.SetStatusCondition(&final.Status.Conditions, metav1.Condition{
+		Type: codec.WorkDeleted, Status: metav1.ConditionTrue, Reason: "WorkDeleted",
+		Message: "the work's resources are removed from the cluster", ObservedGeneration: final.Generation,
+	})
+	return final
+}
+
+// publish is the publisher's send: a status event for w, as the data type
+// w came as.
+func (a *agent) publish(ctx context.Context, client *generic.AgentClient[*workv1.ManifestWork], w *workv1.ManifestWork) error {
+	a.mu.Lock()
+	dt, ok := a.dataTypes[w.UID]
+	if _, exists := a.st.PeekUID(w.UID); !exists && meta.IsStatusConditionTrue(w.Status.Conditions, codec.WorkDeleted) {
+		delete(a.dataTypes, w.UID) // its last status: forget it
+	}
+	a.mu.Unlock()
+	if !ok {
+		dt = a.dataType
+	}
+	return client.Publish(ctx, types.EventType{DataType: dt, SubResource: types.SubResourceStatus, Action: types.UpdateRequest}, w)
+}
+
+// List implements generic.Lister: the works of one source, or of all.
+func (a *agent) List(opts generic.ListOptions) ([]*workv1.ManifestWork, error) {
+	var out []*workv1.ManifestWork
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.st.Range(a.cluster, func(w *workv1.ManifestWork) bool {
+		if opts.Source != "" && sourceOf(w) != opts.Source {
+			return true
+		}
+		if !opts.DataType.IsZero() {
+			dt, ok := a.dataTypes[w.UID]
+			if !ok {
+				dt = a.dataType
+			}
+			if dt != opts.DataType {
+				return true
+			}
+		}
+		out = append(out, w)
+		return true
+	})
+	return out, nil
+}
+
+// Sources implements generic.SourceLister.
+func (a *agent) Sources(string) ([]string, error) {
+	seen := map[string]struct{}{}
+	a.st.Range(a.cluster, func(w *workv1.ManifestWork) bool {
+		if s := sourceOf(w); s != "" {
+			seen[s] = struct{}{}
+		}
+		return true
+	})
+	out := make([]string, 0, len(seen))
+	for s := range seen {
+		out = append(out, s)
+	}
+	return out, nil
+}
+
+func ignoreNotFound(err error) error {
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	return err
+}

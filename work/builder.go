@@ -1,0 +1,318 @@
+package work
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/go-logr/logr"
+	kubetypes "k8s.io/apimachinery/pkg/types"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	"k8s.io/client-go/rest"
+	"k8s.io/klog/v2"
+	"open-cluster-management.io/api/client/work/clientset/versioned"
+	workinformers "open-cluster-management.io/api/client/work/informers/externalversions"
+	workv1informers "open-cluster-management.io/api/client/work/informers/externalversions/work/v1"
+	workv1 "open-cluster-management.io/api/work/v1"
+
+	"github.com/workwire/sdk-go/codec"
+	"github.com/workwire/sdk-go/generic"
+	"github.com/workwire/sdk-go/generic/types"
+	"github.com/workwire/sdk-go/internal/store"
+	"github.com/workwire/sdk-go/options"
+	"github.com/workwire/sdk-go/options/mqtt"
+)
+
+// Defaults of the builder.
+const (
+	// DefaultInformerResync is the resync period of the informer factory.
+	DefaultInformerResync = 10 * time.Minute
+	// DefaultOrphanGracePeriod is how long a hub keeps orphans after it
+	// starts: its store is in memory, and its controllers need a moment to
+	// create their works again after a restart.
+	DefaultOrphanGracePeriod = 2 * time.Minute
+	// publishWorkers is how many goroutines publish a holder's writes.
+	publishWorkers = 4
+)
+
+// Config is how a holder connects: to a kube-apiserver (*rest.Config),
+// which gives the ordinary clientset, or to a broker, which gives the
+// event-based one. Switching a controller is changing this one argument.
+type Config interface {
+	*rest.Config | *mqtt.Config | TransportFunc
+}
+
+// TransportFunc makes the transport of one holder: for transports defined
+// outside workwire, and for tests over options/memory. The holder owns and
+// closes what it returns.
+type TransportFunc func() (options.Transport, error)
+
+// ClientHolderBuilder builds a ClientHolder. Its methods set one option
+// each and return the builder; NewClientHolder checks them all.
+type ClientHolderBuilder struct {
+	kube         *rest.Config
+	transport    TransportFunc
+	sourceID     string
+	clusterName  string
+	codecs       []generic.Codec[*workv1.ManifestWork]
+	resync       time.Duration
+	informerOpts []workinformers.SharedInformerOption
+	sourceOpts   []generic.SourceOption
+	agentOpts    []generic.AgentOption
+	logger       logr.Logger
+}
+
+// NewClientHolderBuilder starts a builder for config.
+func NewClientHolderBuilder[C Config](config C) *ClientHolderBuilder {
+	b := &ClientHolderBuilder{resync: DefaultInformerResync, logger: klog.Background()}
+	switch c := any(config).(type) {
+	case *rest.Config:
+		b.kube = c
+	case *mqtt.Config:
+		if c != nil {
+			cfg := *c
+			b.transport = func() (options.Transport, error) { return mqtt.New(cfg, mqtt.WithLogger(b.logger)) }
+		}
+	case TransportFunc:
+		b.transport = c
+	}
+	return b
+}
+
+// WithSourceID makes a hub holder: a source with this ID, whose clientset
+// creates, updates and deletes works for clusters (one per namespace).
+func (b *ClientHolderBuilder) WithSourceID(id string) *ClientHolderBuilder {
+	b.sourceID = id
+	return b
+}
+
+// WithClusterName makes an agent holder: the agent of this cluster, whose
+// clientset receives works and updates their status. With a *rest.Config it
+// only scopes the informer to the cluster's namespace.
+func (b *ClientHolderBuilder) WithClusterName(name string) *ClientHolderBuilder {
+	b.clusterName = name
+	return b
+}
+
+// WithCodecs sets the codecs. A hub publishes with the first; both sides
+// decode with any. Default: codec.NewManifestBundleCodec().
+func (b *ClientHolderBuilder) WithCodecs(codecs ...generic.Codec[*workv1.ManifestWork]) *ClientHolderBuilder {
+	b.codecs = codecs
+	return b
+}
+
+// WithInformerResync sets the resync period of the informer factory.
+// Default: DefaultInformerResync.
+func (b *ClientHolderBuilder) WithInformerResync(d time.Duration) *ClientHolderBuilder {
+	b.resync = d
+	return b
+}
+
+// WithInformerOptions adds options of the informer factory, such as
+// workinformers.WithNamespace or WithTweakListOptions. An agent's informer
+// watches its cluster's namespace unless told otherwise.
+func (b *ClientHolderBuilder) WithInformerOptions(opts ...workinformers.SharedInformerOption) *ClientHolderBuilder {
+	b.informerOpts = append(b.informerOpts, opts...)
+	return b
+}
+
+// WithSourceOptions adds options of the hub's generic.SourceClient, after
+// the holder's own (generic.WithOrphanGracePeriod(DefaultOrphanGracePeriod)),
+// so they win.
+func (b *ClientHolderBuilder) WithSourceOptions(opts ...generic.SourceOption) *ClientHolderBuilder {
+	b.sourceOpts = append(b.sourceOpts, opts...)
+	return b
+}
+
+// WithAgentOptions adds options of the agent's generic.AgentClient.
+func (b *ClientHolderBuilder) WithAgentOptions(opts ...generic.AgentOption) *ClientHolderBuilder {
+	b.agentOpts = append(b.agentOpts, opts...)
+	return b
+}
+
+// WithLogger sets the logger of the holder and its client. Default:
+// klog.Background().
+func (b *ClientHolderBuilder) WithLogger(l logr.Logger) *ClientHolderBuilder {
+	b.logger = l
+	return b
+}
+
+// ClientHolder holds a workv1 clientset and an informer over it, and what
+// they need to run: a store, a generic client and its transport. Build it
+// with a ClientHolderBuilder, Start it, Close it.
+type ClientHolder struct {
+	clientset versioned.Interface
+	factory   workinformers.SharedInformerFactory
+	informer  workv1informers.ManifestWorkInformer
+
+	startEvents func(context.Context) error // nil over a kube-apiserver
+	closeEvents func(context.Context) error
+
+	mu      sync.Mutex
+	stop    chan struct{}
+	started bool
+	closed  bool
+}
+
+// NewClientHolder checks the builder's settings and builds the holder. It
+// does no network I/O.
+func (b *ClientHolderBuilder) NewClientHolder() (*ClientHolder, error) {
+	var errs []error
+	switch {
+	case b.kube == nil && b.transport == nil:
+		errs = append(errs, errors.New("no config: pass a *rest.Config, a transport config or a TransportFunc"))
+	case b.kube == nil && (b.sourceID == "") == (b.clusterName == ""):
+		errs = append(errs, errors.New("set exactly one of WithSourceID (a hub) and WithClusterName (an agent)"))
+	case b.kube != nil && b.sourceID != "":
+		errs = append(errs, errors.New("WithSourceID needs a transport config: a *rest.Config talks to a kube-apiserver"))
+	}
+	for i, c := range b.codecs {
+		if c == nil {
+			errs = append(errs, fmt.Errorf("codec %d is nil", i))
+		}
+	}
+	if len(errs) > 0 {
+		return nil, fmt.Errorf("work client holder: %w", errors.Join(errs...))
+	}
+	h := &ClientHolder{stop: make(chan struct{})}
+	if b.kube != nil {
+		cs, err := versioned.NewForConfig(b.kube)
+		if err != nil {
+			return nil, fmt.Errorf("work client holder: %w", err)
+		}
+		h.clientset = cs
+	} else if err := b.buildEvents(h); err != nil {
+		return nil, fmt.Errorf("work client holder: %w", err)
+	}
+	opts := b.informerOpts
+	if b.clusterName != "" {
+		opts = append([]workinformers.SharedInformerOption{workinformers.WithNamespace(b.clusterName)}, opts...)
+	}
+	h.factory = workinformers.NewSharedInformerFactoryWithOptions(h.clientset, b.resync, opts...)
+	h.informer = h.factory.Work().V1().ManifestWorks()
+	h.informer.Informer() // registered now, so Start starts it
+	return h, nil
+}
+
+func (b *ClientHolderBuilder) buildEvents(h *ClientHolder) error {
+	codecs := b.codecs
+	if len(codecs) == 0 {
+		codecs = []generic.Codec[*workv1.ManifestWork]{codec.NewManifestBundleCodec()}
+	}
+	unsupported, err := newUnsupportedClients()
+	if err != nil {
+		return err
+	}
+	p, err := newPatcher()
+	if err != nil {
+		return err
+	}
+	tr, err := b.transport()
+	if err != nil {
+		return err
+	}
+	st := store.New(manifestWorksResource, (*workv1.ManifestWork).DeepCopy, store.DefaultHistory)
+	onError := utilruntime.HandleErrorWithContext
+
+	if b.sourceID != "" {
+		hb := &hub{sourceID: b.sourceID, st: st, patcher: p, dataType: codecs[0].DataType(), log: b.logger.WithValues("source", b.sourceID),
+			reports: make(map[kubetypes.UID]bool)}
+		opts := append([]generic.SourceOption{generic.WithOrphanGracePeriod(DefaultOrphanGracePeriod), generic.WithLogger(b.logger)}, b.sourceOpts...)
+		client, err := generic.NewSourceClient(b.sourceID, tr, hb, codec.StatusHash, codecs, opts...)
+		if err != nil {
+			_ = tr.Close(context.Background())
+			return err
+		}
+		if err := client.Subscribe(hb.onStatus); err != nil {
+			return err
+		}
+		hb.pub = newPublisher(func(ctx context.Context, w *workv1.ManifestWork) error { return hb.publish(ctx, client, w) }, hb.log, onError)
+		h.clientset = &clientset{b: hb, unsupported: unsupported}
+		h.startEvents, h.closeEvents = lifecycle(hb.pub, client.Start, client.Close, st)
+		return nil
+	}
+	ab := &agent{cluster: b.clusterName, st: st, patcher: p, dataType: codecs[0].DataType(), log: b.logger.WithValues("cluster", b.clusterName),
+		dataTypes: make(map[kubetypes.UID]types.DataType)}
+	opts := append([]generic.AgentOption{generic.WithLogger(b.logger)}, b.agentOpts...)
+	client, err := generic.NewAgentClient(b.clusterName, tr, ab, codec.StatusHash, codecs, opts...)
+	if err != nil {
+		_ = tr.Close(context.Background())
+		return err
+	}
+	if err := client.Subscribe(ab.onSpec); err != nil {
+		return err
+	}
+	ab.pub = newPublisher(func(ctx context.Context, w *workv1.ManifestWork) error { return ab.publish(ctx, client, w) }, ab.log, onError)
+	h.clientset = &clientset{b: ab, unsupported: unsupported}
+	h.startEvents, h.closeEvents = lifecycle(ab.pub, client.Start, client.Close, st)
+	return nil
+}
+
+// lifecycle starts and stops the event side of a holder in order.
+func lifecycle(pub *publisher, start, closeClient func(context.Context) error, st *store.Store[*workv1.ManifestWork]) (func(context.Context) error, func(context.Context) error) {
+	return func(ctx context.Context) error {
+			pub.start(publishWorkers)
+			return start(ctx)
+		}, func(ctx context.Context) error {
+			st.Close() // ends watches: informers are stopped by now
+			pub.stop()
+			return closeClient(ctx)
+		}
+}
+
+// WorkInterface returns the clientset: over events, or the ordinary one
+// over a kube-apiserver. It is goroutine-safe and never nil.
+func (h *ClientHolder) WorkInterface() versioned.Interface { return h.clientset }
+
+// ManifestWorkInformer returns the holder's ManifestWork informer. Start
+// runs it; its lister serves from its own cache, like any informer's.
+func (h *ClientHolder) ManifestWorkInformer() workv1informers.ManifestWorkInformer { return h.informer }
+
+// Start connects (over events: until the transport is connected and
+// subscribed, see options.Transport.Start) and starts the informers, and
+// returns once their caches synced or ctx ends. It runs until Close.
+func (h *ClientHolder) Start(ctx context.Context) error {
+	h.mu.Lock()
+	switch {
+	case h.closed:
+		h.mu.Unlock()
+		return generic.ErrClosed
+	case h.started:
+		h.mu.Unlock()
+		return generic.ErrStarted
+	}
+	h.started = true
+	h.mu.Unlock()
+	if h.startEvents != nil {
+		if err := h.startEvents(ctx); err != nil {
+			return err
+		}
+	}
+	h.factory.Start(h.stop)
+	for typ, ok := range h.factory.WaitForCacheSync(ctx.Done()) {
+		if !ok {
+			return fmt.Errorf("informer of %v did not sync: %w", typ, context.Cause(ctx))
+		}
+	}
+	return nil
+}
+
+// Close stops the informers, then the client and its transport, and waits
+// for their goroutines or ctx. It is idempotent.
+func (h *ClientHolder) Close(ctx context.Context) error {
+	h.mu.Lock()
+	if h.closed {
+		h.mu.Unlock()
+		return nil
+	}
+	h.closed = true
+	close(h.stop)
+	h.mu.Unlock()
+	h.factory.Shutdown()
+	if h.closeEvents != nil {
+		return h.closeEvents(ctx)
+	}
+	return nil
+}

@@ -1,0 +1,141 @@
+package work
+
+import (
+	"context"
+	"errors"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	kubetypes "k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/rest"
+	"open-cluster-management.io/api/client/work/clientset/versioned"
+	workv1client "open-cluster-management.io/api/client/work/clientset/versioned/typed/work/v1"
+	workv1alpha1client "open-cluster-management.io/api/client/work/clientset/versioned/typed/work/v1alpha1"
+	workv1 "open-cluster-management.io/api/work/v1"
+
+	"github.com/workwire/sdk-go/internal/store"
+)
+
+var manifestWorksResource = schema.GroupResource{Group: workv1.GroupName, Resource: "manifestworks"}
+
+// backend is what differs between the hub's clientset and an agent's: the
+// writes. Reads come from the store either way.
+type backend interface {
+	works() *store.Store[*workv1.ManifestWork]
+	create(ctx context.Context, namespace string, w *workv1.ManifestWork, opts metav1.CreateOptions) (*workv1.ManifestWork, error)
+	update(ctx context.Context, namespace string, w *workv1.ManifestWork, opts metav1.UpdateOptions) (*workv1.ManifestWork, error)
+	updateStatus(ctx context.Context, namespace string, w *workv1.ManifestWork, opts metav1.UpdateOptions) (*workv1.ManifestWork, error)
+	delete(ctx context.Context, namespace, name string, opts metav1.DeleteOptions) error
+	patch(ctx context.Context, namespace, name string, pt kubetypes.PatchType, data []byte, opts metav1.PatchOptions, subresource string) (*workv1.ManifestWork, error)
+}
+
+// clientset is the versioned.Interface the holder hands out.
+type clientset struct {
+	b           backend
+	unsupported *unsupportedClients
+}
+
+var _ versioned.Interface = (*clientset)(nil)
+
+func (c *clientset) Discovery() discovery.DiscoveryInterface { return c.unsupported.discovery }
+
+func (c *clientset) WorkV1() workv1client.WorkV1Interface { return workV1{c} }
+
+func (c *clientset) WorkV1alpha1() workv1alpha1client.WorkV1alpha1Interface {
+	return c.unsupported.v1alpha1
+}
+
+type workV1 struct{ c *clientset }
+
+func (v workV1) RESTClient() rest.Interface { return v.c.unsupported.v1.RESTClient() }
+
+func (v workV1) AppliedManifestWorks() workv1client.AppliedManifestWorkInterface {
+	return v.c.unsupported.v1.AppliedManifestWorks()
+}
+
+// ManifestWorks returns a fresh client per call, bound to namespace.
+func (v workV1) ManifestWorks(namespace string) workv1client.ManifestWorkInterface {
+	return &manifestWorks{namespace: namespace, b: v.c.b}
+}
+
+// manifestWorks implements the typed ManifestWork client.
+type manifestWorks struct {
+	namespace string
+	b         backend
+}
+
+var _ workv1client.ManifestWorkInterface = (*manifestWorks)(nil)
+
+func (m *manifestWorks) Create(ctx context.Context, w *workv1.ManifestWork, opts metav1.CreateOptions) (*workv1.ManifestWork, error) {
+	if w == nil {
+		return nil, apierrors.NewBadRequest("manifestwork is nil")
+	}
+	return m.b.create(ctx, m.namespace, w, opts)
+}
+
+func (m *manifestWorks) Update(ctx context.Context, w *workv1.ManifestWork, opts metav1.UpdateOptions) (*workv1.ManifestWork, error) {
+	if w == nil {
+		return nil, apierrors.NewBadRequest("manifestwork is nil")
+	}
+	return m.b.update(ctx, m.namespace, w, opts)
+}
+
+func (m *manifestWorks) UpdateStatus(ctx context.Context, w *workv1.ManifestWork, opts metav1.UpdateOptions) (*workv1.ManifestWork, error) {
+	if w == nil {
+		return nil, apierrors.NewBadRequest("manifestwork is nil")
+	}
+	return m.b.updateStatus(ctx, m.namespace, w, opts)
+}
+
+func (m *manifestWorks) Delete(ctx context.Context, name string, opts metav1.DeleteOptions) error {
+	return m.b.delete(ctx, m.namespace, name, opts)
+}
+
+// DeleteCollection deletes every matching work, as the kube-apiserver does:
+// each one as if deleted on its own.
+func (m *manifestWorks) DeleteCollection(ctx context.Context, opts metav1.DeleteOptions, listOpts metav1.ListOptions) error {
+	list, err := listWorks(m.b.works(), m.namespace, listOpts)
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, w := range list.Items {
+		if err := m.b.delete(ctx, w.Namespace, w.Name, opts); err != nil && !apierrors.IsNotFound(err) {
+			errs = append(errs, err)
+		}
+	}
+	if len(errs) > 0 {
+		return apierrors.NewInternalError(errors.Join(errs...))
+	}
+	return nil
+}
+
+func (m *manifestWorks) Get(_ context.Context, name string, _ metav1.GetOptions) (*workv1.ManifestWork, error) {
+	return m.b.works().Get(m.namespace, name)
+}
+
+func (m *manifestWorks) List(_ context.Context, opts metav1.ListOptions) (*workv1.ManifestWorkList, error) {
+	return listWorks(m.b.works(), m.namespace, opts)
+}
+
+func (m *manifestWorks) Watch(_ context.Context, opts metav1.ListOptions) (watch.Interface, error) {
+	return watchWorks(m.b.works(), m.namespace, opts)
+}
+
+func (m *manifestWorks) Patch(ctx context.Context, name string, pt kubetypes.PatchType, data []byte, opts metav1.PatchOptions, subresources ...string) (*workv1.ManifestWork, error) {
+	sub := ""
+	switch len(subresources) {
+	case 0:
+	case 1:
+		sub = subresources[0]
+	default:
+		return nil, apierrors.NewBadRequest("at most one subresource may be patched")
+	}
+	if sub != "" && sub != "status" {
+		return nil, apierrors.NewNotFound(schema.GroupResource{Group: workv1.GroupName, Resource: "manifestworks/" + sub}, name)
+	}
+	return m.b.patch(ctx, m.namespace, name, pt, data, opts, sub)
+}
