@@ -81,9 +81,9 @@ func unsupportedConfig() *rest.Config {
 	return &rest.Config{
 		Host:      "http://workwire.invalid",
 		Transport: unsupportedTransport{},
-		// Every request is answered in-process: no rate limit to wait for.
-		QPS:   -1,
-		Burst: -1,
+		// Every request is answered in-process: a limit it never reaches.
+		QPS:   1e6,
+		Burst: 1e6,
 	}
 }
 

@@ -107,7 +107,9 @@ func (s *Store[T]) Watch(o WatchOptions[T]) (watch.Interface, error) {
 
 	go w.run()
 	if o.Timeout > 0 {
+		w.mu.Lock() // the timer may fire before AfterFunc returns
 		w.timer = time.AfterFunc(o.Timeout, w.Stop)
+		w.mu.Unlock()
 	}
 	return w, nil
 }
@@ -134,10 +136,10 @@ type watcher[T Object] struct {
 	namespace string
 	match     func(T) bool
 	detach    func()
-	timer     *time.Timer
 
 	mu      sync.Mutex
 	cond    *sync.Cond
+	timer   *time.Timer
 	pending []watch.Event
 	ended   bool // no more events will be queued
 	once    sync.Once
@@ -223,11 +225,11 @@ func (w *watcher[T]) run() {
 // Stop ends the watch; ResultChan is closed soon after. It is idempotent.
 func (w *watcher[T]) Stop() {
 	w.once.Do(func() {
+		w.detach()
+		w.mu.Lock()
 		if w.timer != nil {
 			w.timer.Stop()
 		}
-		w.detach()
-		w.mu.Lock()
 		w.ended = true
 		w.pending = nil
 		w.cond.Signal()

@@ -1,0 +1,114 @@
+package work_test
+
+import (
+	"context"
+	"testing"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	kubetypes "k8s.io/apimachinery/pkg/types"
+	workv1 "open-cluster-management.io/api/work/v1"
+
+	"github.com/workwire/sdk-go/codec"
+	"github.com/workwire/sdk-go/options/memory"
+)
+
+func TestAgentWrites(t *testing.T) {
+	t.Parallel()
+	b := memory.NewBroker()
+	hub := startHolder(t, hubBuilder(memoryTransport(b), "hub1"))
+	agent := startHolder(t, agentBuilder(memoryTransport(b), "cluster1"))
+	ctx := context.Background()
+	hubWorks := hub.WorkInterface().WorkV1().ManifestWorks("cluster1")
+	works := agent.WorkInterface().WorkV1().ManifestWorks("cluster1")
+
+	if _, err := hubWorks.Create(ctx, newWork("a", "1", map[string]string{"from": "hub"}), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	var w *workv1.ManifestWork
+	eventually(t, "the work arrives", func() bool {
+		var err error
+		w, err = works.Get(ctx, "a", metav1.GetOptions{})
+		return err == nil
+	})
+	if w.Annotations[codec.OriginalSourceAnnotation] != "hub1" || w.Labels["from"] != "hub" || w.Generation != 1 {
+		t.Fatalf("arrived as %+v", w.ObjectMeta)
+	}
+
+	if _, err := works.Create(ctx, newWork("b", "1", nil), metav1.CreateOptions{}); !apierrors.IsMethodNotSupported(err) {
+		t.Errorf("Create on an agent: %v, want MethodNotAllowed", err)
+	}
+	if err := works.Delete(ctx, "a", metav1.DeleteOptions{}); !apierrors.IsMethodNotSupported(err) {
+		t.Errorf("Delete on an agent: %v, want MethodNotAllowed", err)
+	}
+	changed := w.DeepCopy()
+	changed.Spec.Workload.Manifests[0] = configMap("a", "mine")
+	if _, err := works.Update(ctx, changed, metav1.UpdateOptions{}); !apierrors.IsForbidden(err) {
+		t.Errorf("an agent changing the spec: %v, want Forbidden", err)
+	}
+
+	// Finalizers and annotations stay on the cluster.
+	local, err := works.Patch(ctx, "a", kubetypes.MergePatchType,
+		[]byte(`{"metadata":{"finalizers":["agent/cleanup"],"annotations":{"agent/note":"x"}}}`), metav1.PatchOptions{})
+	if err != nil || len(local.Finalizers) != 1 || local.Annotations["agent/note"] != "x" {
+		t.Fatalf("local metadata patch: %v %v", local, err)
+	}
+	if hw, _ := hubWorks.Get(ctx, "a", metav1.GetOptions{}); hw.Annotations["agent/note"] != "" || len(hw.Finalizers) != 0 {
+		t.Error("agent-local metadata reached the hub")
+	}
+
+	// A status patch is published; the hub sees it.
+	st, err := works.Patch(ctx, "a", kubetypes.MergePatchType,
+		[]byte(`{"status":{"conditions":[{"type":"Applied","status":"True","reason":"Applied","lastTransitionTime":"2024-01-01T00:00:00Z","observedGeneration":1}]}}`),
+		metav1.PatchOptions{}, "status")
+	if err != nil || !meta.IsStatusConditionTrue(st.Status.Conditions, workv1.WorkApplied) {
+		t.Fatalf("status patch: %v %v", st, err)
+	}
+	eventually(t, "the hub sees the patched status", func() bool { return appliedAt(works2lister(hubWorks), "a") })
+
+	// A source's update keeps the agent's annotations and status.
+	hw, _ := hubWorks.Get(ctx, "a", metav1.GetOptions{})
+	hw.Spec.Workload.Manifests[0] = configMap("a", "2")
+	if _, err := hubWorks.Update(ctx, hw, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the update arrives", func() bool {
+		got, err := works.Get(ctx, "a", metav1.GetOptions{})
+		return err == nil && got.Generation == 2 && got.Annotations["agent/note"] == "x" && len(got.Finalizers) == 1 &&
+			meta.IsStatusConditionTrue(got.Status.Conditions, workv1.WorkApplied)
+	})
+
+	// A status written from a read taken before the deletion arrived does
+	// not undo the deletion.
+	before, _ := works.Get(ctx, "a", metav1.GetOptions{})
+	if err := hubWorks.Delete(ctx, "a", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the deletion arrives", func() bool {
+		got, err := works.Get(ctx, "a", metav1.GetOptions{})
+		return err == nil && got.DeletionTimestamp != nil
+	})
+	before.ResourceVersion = "" // an unconditional status write
+	meta.SetStatusCondition(&before.Status.Conditions, metav1.Condition{Type: workv1.WorkAvailable, Status: metav1.ConditionTrue, Reason: "Late"})
+	late, err := works.UpdateStatus(ctx, before, metav1.UpdateOptions{})
+	if err != nil || late.DeletionTimestamp == nil {
+		t.Fatalf("a late status write erased the deletion: %v %v", late, err)
+	}
+	// The hub holds the work until the agent removes its finalizer.
+	if _, err := hubWorks.Get(ctx, "a", metav1.GetOptions{}); err != nil {
+		t.Fatalf("the hub dropped a work its agent still holds: %v", err)
+	}
+	late.Finalizers = nil
+	if _, err := works.Update(ctx, late, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "gone on both sides", func() bool {
+		_, errA := works.Get(ctx, "a", metav1.GetOptions{})
+		_, errH := hubWorks.Get(ctx, "a", metav1.GetOptions{})
+		return apierrors.IsNotFound(errA) && apierrors.IsNotFound(errH)
+	})
+	if _, err := works.UpdateStatus(ctx, late, metav1.UpdateOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("status of a removed work: %v, want NotFound", err)
+	}
+}
