@@ -14,8 +14,8 @@ import (
 	kubetypes "k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/managedfields"
 	"k8s.io/apimachinery/pkg/util/validation/field"
-	"sigs.k8s.io/yaml"
 	workv1 "open-cluster-management.io/api/work/v1"
+	"sigs.k8s.io/yaml"
 
 	"github.com/workwire/sdk-go/internal/store"
 )
