@@ -331,3 +331,111 @@ func testLogger() logr.Logger {
 	}
 	return logr.Discard()
 }
+
+func TestAPanickingHandlerCostsOneEvent(t *testing.T) {
+	t.Parallel()
+	b := memory.NewBroker()
+	hubStore := newStore()
+	hub := startSource(t, src, b.Transport(), hubStore)
+	st := newStore()
+	c, err := generic.NewAgentClient[*widget]("cluster1", b.Transport(), st, hashWidget, []generic.Codec[*widget]{widgetCodec{}},
+		generic.WithResyncInterval(0), generic.WithMaxRetries(1), generic.WithErrorHandler(quiet), generic.WithLogger(testLogger()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Subscribe(func(_ context.Context, _ types.EventType, got *widget) error {
+		if got.Spec == "poison" {
+			panic("the handler cannot take this")
+		}
+		st.put(got)
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	startClient(t, c.Start, c.Close)
+	for _, spec := range []string{"poison", "fine"} {
+		w := newWidget(src, "cluster1", spec, spec, 1)
+		hubStore.put(w)
+		if err := hub.client.Publish(context.Background(), specCreate, w); err != nil {
+			t.Fatal(err)
+		}
+	}
+	eventually(t, "the event after the poison", func() bool { _, ok := st.get("uid-cluster1-fine"); return ok })
+}
+
+// A delete storm does not starve creates: deletes and creates have lanes of
+// their own, served in turn.
+func TestDeleteStormDoesNotStarveCreates(t *testing.T) {
+	t.Parallel()
+	b := memory.NewBroker()
+	raw := b.Transport()
+	startClient(t, func(ctx context.Context) error { return raw.Start(ctx, nil, nopReceiver{}) }, raw.Close)
+	var mu sync.Mutex
+	var order []string
+	release := make(chan struct{})
+	obs := newCounter()
+	c, err := generic.NewAgentClient[*widget]("cluster1", b.Transport(), newStore(), hashWidget, []generic.Codec[*widget]{widgetCodec{}},
+		generic.WithResyncInterval(0), generic.WithWorkers(1), generic.WithErrorHandler(quiet), generic.WithLogger(testLogger()),
+		generic.WithObserver(obs))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Subscribe(func(_ context.Context, et types.EventType, got *widget) error {
+		<-release // hold the one worker until the storm is queued
+		mu.Lock()
+		order = append(order, string(et.Action))
+		mu.Unlock()
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	startClient(t, c.Start, c.Close)
+	route := options.Route{Role: options.RoleSpec, Source: src, Cluster: "cluster1"}
+	send := func(name string, action types.Action) {
+		w := newWidget(src, "cluster1", name, "s", 1)
+		evt, err := widgetCodec{}.Encode(src, types.EventType{DataType: widgets, SubResource: types.SubResourceSpec, Action: action}, w)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := raw.Send(context.Background(), route, evt); err != nil {
+			t.Fatal(err)
+		}
+	}
+	const deletes, creates = 10000, 10
+	for i := range deletes {
+		send(fmt.Sprint("old-", i), types.DeleteRequest)
+	}
+	for i := range creates {
+		send(fmt.Sprint("new-", i), types.CreateRequest)
+	}
+	// Everything is queued behind the one held worker before it goes on.
+	eventually(t, "the storm queued", func() bool {
+		return obs.received("spec.delete_request") == deletes && obs.received("spec.create_request") == creates
+	})
+	close(release)
+	eventually(t, "every create handled", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		n := 0
+		for _, a := range order {
+			if a == string(types.CreateRequest) {
+				n++
+			}
+		}
+		return n == creates
+	})
+	mu.Lock()
+	defer mu.Unlock()
+	last := 0 // how many events were handled up to the last create
+	for i, a := range order {
+		if a == string(types.CreateRequest) {
+			last = i + 1
+		}
+	}
+	// Lanes alternate, so the last create comes within about twice as many
+	// events as there are creates, not after 10,000 deletes.
+	if last > 2*creates+2 {
+		t.Errorf("the last create was event %d of the storm", last)
+	}
+	t.Logf("%d deletes queued; the last of %d creates was handled as event %d", deletes, creates, last)
+}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"runtime/debug"
 	"sync"
 	"time"
 
@@ -148,7 +149,7 @@ type core[T Object] struct {
 	mu        sync.Mutex // guards state, startedAt and handlers before Start
 	state     lifecycle
 	startedAt time.Time
-	handlers []ResourceHandler[T]
+	handlers  []ResourceHandler[T]
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -393,7 +394,7 @@ func (c *core[T]) worker() {
 }
 
 func (c *core[T]) run(key string, t *task) {
-	err := c.runTask(t)
+	err := safely(func() error { return c.runTask(t) })
 	if err == nil {
 		t.done()
 		return
@@ -436,6 +437,18 @@ func (c *core[T]) runTask(t *task) error {
 		return c.logic.requestResync(c.ctx, t.dataType)
 	}
 	return fmt.Errorf("unknown task kind %d", t.kind)
+}
+
+// safely runs fn and turns a panic into an error. Codecs, handlers and
+// listers are the user's code, fed by the network: a panic in one must cost
+// one event (which is retried, then dropped), not the process.
+func safely(fn func() error) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("panic: %v\n%s", r, debug.Stack())
+		}
+	}()
+	return fn()
 }
 
 // retryDelay is 100ms doubling per attempt up to 10s, with jitter.

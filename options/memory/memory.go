@@ -1,7 +1,9 @@
 // Package memory is an in-process transport: a Broker routes events between
 // the Transports it hands out, by the same roles as a real broker. Use it to
 // test code built on workwire's clients without a network; Disconnect,
-// Reconnect and Broker.Restart simulate connection loss.
+// Reconnect and Broker.Restart simulate connection loss, and SetFaults makes
+// the broker drop, duplicate, reorder and delay events, reproducibly from a
+// seed.
 //
 // Events cross the broker as CloudEvents JSON, so what a receiver gets has
 // the same attribute types a real wire produces.
@@ -10,7 +12,9 @@ package memory
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"sync"
+	"time"
 
 	cloudevents "github.com/cloudevents/sdk-go/v2"
 
@@ -22,6 +26,32 @@ import (
 type Broker struct {
 	mu      sync.Mutex
 	clients map[*Transport]struct{}
+
+	faultMu sync.Mutex
+	faults  Faults
+	rng     *rand.Rand
+	stats   FaultStats
+}
+
+// Faults is what the broker does to events in flight. Each probability is
+// in [0, 1] and applies to each delivery (one event to one subscriber).
+type Faults struct {
+	// Drop loses the delivery.
+	Drop float64
+	// Duplicate delivers it twice.
+	Duplicate float64
+	// Reorder holds it back and delivers it after the subscriber's next one.
+	Reorder float64
+	// Delay, if set, delays each delivery by a random duration up to Delay
+	// (which also reorders deliveries).
+	Delay time.Duration
+	// Seed makes the choices reproducible.
+	Seed uint64
+}
+
+// FaultStats counts the faults a broker injected.
+type FaultStats struct {
+	Delivered, Dropped, Duplicated, Reordered, Delayed int
 }
 
 // NewBroker returns an empty broker.
@@ -58,6 +88,51 @@ func (b *Broker) snapshot() []*Transport {
 	return out
 }
 
+// SetFaults makes the broker inject faults from now on; the zero Faults
+// turns them off. It is goroutine-safe.
+func (b *Broker) SetFaults(f Faults) {
+	b.faultMu.Lock()
+	defer b.faultMu.Unlock()
+	b.faults = f
+	b.rng = rand.New(rand.NewPCG(f.Seed, f.Seed^0x9e3779b97f4a7c15))
+}
+
+// FaultStats returns the counts of injected faults so far.
+func (b *Broker) FaultStats() FaultStats {
+	b.faultMu.Lock()
+	defer b.faultMu.Unlock()
+	return b.stats
+}
+
+// fate decides what happens to one delivery.
+func (b *Broker) fate() (copies int, reorder bool, delay time.Duration) {
+	b.faultMu.Lock()
+	defer b.faultMu.Unlock()
+	f := b.faults
+	b.stats.Delivered++
+	if b.rng == nil {
+		return 1, false, 0
+	}
+	if b.rng.Float64() < f.Drop {
+		b.stats.Dropped++
+		return 0, false, 0
+	}
+	copies = 1
+	if b.rng.Float64() < f.Duplicate {
+		b.stats.Duplicated++
+		copies = 2
+	}
+	if b.rng.Float64() < f.Reorder {
+		b.stats.Reordered++
+		reorder = true
+	}
+	if f.Delay > 0 {
+		b.stats.Delayed++
+		delay = time.Duration(b.rng.Int64N(int64(f.Delay)))
+	}
+	return copies, reorder, delay
+}
+
 // SendRaw routes data as if a peer had sent it on route: use it to feed
 // receivers malformed input.
 func (b *Broker) SendRaw(r options.Route, data []byte) {
@@ -66,8 +141,16 @@ func (b *Broker) SendRaw(r options.Route, data []byte) {
 
 func (b *Broker) route(r options.Route, data []byte) {
 	for _, t := range b.snapshot() {
-		if t.wants(r) {
-			t.enqueue(r, data)
+		if !t.wants(r) {
+			continue
+		}
+		copies, reorder, delay := b.fate()
+		for range copies {
+			if delay > 0 {
+				t.enqueueAfter(r, data, delay)
+			} else {
+				t.enqueue(r, data, reorder)
+			}
 		}
 	}
 }
@@ -85,6 +168,8 @@ type Transport struct {
 	subs      []options.Subscription
 	recv      options.Receiver
 	inbox     []inMsg
+	held      *inMsg // a delivery held back to reorder it
+	timers    map[*time.Timer]struct{}
 	wg        sync.WaitGroup
 }
 
@@ -164,7 +249,7 @@ func (t *Transport) Disconnect() {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.connected = false
-	t.inbox = t.inbox[:0]
+	t.dropInFlight()
 }
 
 // Reconnect restores the connection and tells the receiver.
@@ -186,7 +271,7 @@ func (t *Transport) Close(ctx context.Context) error {
 	t.broker.mu.Unlock()
 	t.mu.Lock()
 	t.closed, t.connected = true, false
-	t.inbox = nil
+	t.dropInFlight()
 	t.cond.Broadcast()
 	t.mu.Unlock()
 	done := make(chan struct{})
@@ -213,14 +298,57 @@ func (t *Transport) wants(r options.Route) bool {
 	return false
 }
 
-func (t *Transport) enqueue(r options.Route, data []byte) {
+func (t *Transport) enqueue(r options.Route, data []byte, holdBack bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if !t.connected {
 		return
 	}
-	t.inbox = append(t.inbox, inMsg{route: r, data: data})
+	m := inMsg{route: r, data: data}
+	if holdBack && t.held == nil {
+		t.held = &m
+		return
+	}
+	t.inbox = append(t.inbox, m)
+	if t.held != nil {
+		t.inbox = append(t.inbox, *t.held)
+		t.held = nil
+	}
 	t.cond.Signal()
+}
+
+// enqueueAfter delivers after d, unless the transport disconnects or closes
+// first.
+func (t *Transport) enqueueAfter(r options.Route, data []byte, d time.Duration) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if !t.connected {
+		return
+	}
+	if t.timers == nil {
+		t.timers = make(map[*time.Timer]struct{})
+	}
+	var timer *time.Timer
+	timer = time.AfterFunc(d, func() {
+		t.mu.Lock()
+		_, live := t.timers[timer]
+		delete(t.timers, timer)
+		t.mu.Unlock()
+		if live {
+			t.enqueue(r, data, false)
+		}
+	})
+	t.timers[timer] = struct{}{}
+}
+
+// dropInFlight forgets deliveries not yet made. The caller holds t.mu.
+func (t *Transport) dropInFlight() {
+	t.inbox = t.inbox[:0]
+	t.held = nil
+	for timer := range t.timers {
+		timer.Stop()
+	}
+	clear(t.timers)
 }
 
 func (t *Transport) deliverLoop() {

@@ -1,0 +1,170 @@
+package transporttest
+
+import (
+	"net"
+	"sync"
+)
+
+// Proxy is a TCP proxy on 127.0.0.1 that stands between clients and a real
+// broker and breaks their connections on demand: Cut closes them all (the
+// clients reconnect through it), Stall stops forwarding bytes without
+// closing anything (a network that hangs), Refuse turns new connections
+// away. It is goroutine-safe; Close stops it and waits for its goroutines.
+type Proxy struct {
+	target string
+	l      net.Listener
+
+	mu      sync.Mutex
+	cond    *sync.Cond
+	conns   map[net.Conn]struct{}
+	stalled bool
+	refuse  bool
+	closed  bool
+	cuts    int
+	wg      sync.WaitGroup
+}
+
+// NewProxy listens on 127.0.0.1:0 and forwards to target (host:port).
+func NewProxy(target string) (*Proxy, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	p := &Proxy{target: target, l: l, conns: make(map[net.Conn]struct{})}
+	p.cond = sync.NewCond(&p.mu)
+	p.wg.Add(1)
+	go p.accept()
+	return p, nil
+}
+
+// Addr is where clients connect instead of the broker.
+func (p *Proxy) Addr() string { return p.l.Addr().String() }
+
+// Cuts returns how many times Cut ran.
+func (p *Proxy) Cuts() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.cuts
+}
+
+// Cut closes every open connection, both sides.
+func (p *Proxy) Cut() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.cuts++
+	for c := range p.conns {
+		_ = c.Close()
+	}
+}
+
+// Stall stops forwarding in both directions until Resume.
+func (p *Proxy) Stall() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.stalled = true
+}
+
+// Resume forwards again what Stall held up.
+func (p *Proxy) Resume() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.stalled = false
+	p.cond.Broadcast()
+}
+
+// Refuse makes the proxy close new connections at once (true) or accept
+// them again (false).
+func (p *Proxy) Refuse(refuse bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.refuse = refuse
+}
+
+// Close stops the proxy and its connections and waits for its goroutines.
+func (p *Proxy) Close() error {
+	p.mu.Lock()
+	p.closed = true
+	p.stalled = false
+	p.cond.Broadcast()
+	for c := range p.conns {
+		_ = c.Close()
+	}
+	p.mu.Unlock()
+	err := p.l.Close()
+	p.wg.Wait()
+	return err
+}
+
+func (p *Proxy) accept() {
+	defer p.wg.Done()
+	for {
+		client, err := p.l.Accept()
+		if err != nil {
+			return // closed
+		}
+		p.mu.Lock()
+		refuse, closed := p.refuse, p.closed
+		p.mu.Unlock()
+		if refuse || closed {
+			_ = client.Close()
+			continue
+		}
+		server, err := net.Dial("tcp", p.target)
+		if err != nil {
+			_ = client.Close()
+			continue
+		}
+		if !p.track(client, server) {
+			continue
+		}
+		p.wg.Add(2)
+		go p.pipe(client, server)
+		go p.pipe(server, client)
+	}
+}
+
+func (p *Proxy) track(conns ...net.Conn) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		for _, c := range conns {
+			_ = c.Close()
+		}
+		return false
+	}
+	for _, c := range conns {
+		p.conns[c] = struct{}{}
+	}
+	return true
+}
+
+// pipe copies from src to dst until either side closes, pausing while the
+// proxy is stalled; then it closes both.
+func (p *Proxy) pipe(src, dst net.Conn) {
+	defer p.wg.Done()
+	defer func() {
+		_ = src.Close()
+		_ = dst.Close()
+		p.mu.Lock()
+		delete(p.conns, src)
+		delete(p.conns, dst)
+		p.mu.Unlock()
+	}()
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := src.Read(buf)
+		if n > 0 {
+			p.mu.Lock()
+			for p.stalled && !p.closed {
+				p.cond.Wait()
+			}
+			p.mu.Unlock()
+			if _, werr := dst.Write(buf[:n]); werr != nil {
+				return
+			}
+		}
+		if err != nil {
+			return // EOF, or a side closed
+		}
+	}
+}
