@@ -64,6 +64,11 @@ func Start(t testing.TB, listenerOptions, extra string) *Broker {
 	dir := t.TempDir()
 	conf := filepath.Join(dir, "mosquitto.conf")
 	text := fmt.Sprintf("listener %d 127.0.0.1\n%s\npersistence false\nlog_dest stderr\nlog_type error\nlog_type warning\n%s\n", port, listenerOptions, extra)
+	if os.Geteuid() == 0 {
+		// Run as root (as CI does), Mosquitto would switch to its own user,
+		// which cannot read the test's private temporary files.
+		text += "user root\n"
+	}
 	if err := os.WriteFile(conf, []byte(text), 0o600); err != nil {
 		t.Fatal(err)
 	}
