@@ -1,0 +1,114 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"sync/atomic"
+
+	cloudevents "github.com/cloudevents/sdk-go/v2"
+	"github.com/go-logr/logr"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/utils/ptr"
+	workv1 "open-cluster-management.io/api/work/v1"
+
+	"github.com/workwire/sdk-go/options"
+	"github.com/workwire/sdk-go/options/mqtt"
+	"github.com/workwire/sdk-go/options/mqtt/mqtttest"
+	"github.com/workwire/sdk-go/work"
+)
+
+// env is the broker of a run and how clients reach it.
+type env struct {
+	transport work.TransportFunc // a fresh transport per client
+	close     func()
+}
+
+func newEnv(cfg config) (*env, error) {
+	switch cfg.transport {
+	case "mqtt":
+		addr, stop := cfg.broker, func() {}
+		if addr == "" {
+			b, err := mqtttest.Start()
+			if err != nil {
+				return nil, err
+			}
+			addr, stop = b.Addr(), func() { _ = b.Close() }
+		}
+		mc := mqtt.Config{BrokerHost: addr}
+		return &env{
+			transport: func() (options.Transport, error) { return mqtt.New(mc, mqtt.WithLogger(logr.Discard())) },
+			close:     stop,
+		}, nil
+	default:
+		return nil, fmt.Errorf("unknown transport %q (want mqtt)", cfg.transport)
+	}
+}
+
+var everything = labels.Everything()
+
+// rawDeployment is a Deployment manifest padded to about size bytes with
+// realistic content: labels, annotations, env, resources, probes.
+func rawDeployment(name string, size int) runtime.RawExtension {
+	env := []map[string]string{}
+	d := map[string]any{
+		"apiVersion": "apps/v1", "kind": "Deployment",
+		"metadata": map[string]any{
+			"name": name, "namespace": "default",
+			"labels":      map[string]string{"app": name, "team": "platform", "tier": "web"},
+			"annotations": map[string]string{"workwire.io/bench": "true"},
+		},
+		"spec": map[string]any{
+			"replicas": 2,
+			"selector": map[string]any{"matchLabels": map[string]string{"app": name}},
+			"template": map[string]any{
+				"metadata": map[string]any{"labels": map[string]string{"app": name}},
+				"spec": map[string]any{"containers": []any{map[string]any{
+					"name": "web", "image": "registry.example.com/web:1.27.3",
+					"ports":          []any{map[string]any{"containerPort": 8080, "name": "http"}},
+					"resources":      map[string]any{"requests": map[string]string{"cpu": "100m", "memory": "128Mi"}, "limits": map[string]string{"memory": "256Mi"}},
+					"readinessProbe": map[string]any{"httpGet": map[string]any{"path": "/healthz", "port": 8080}, "periodSeconds": 10},
+					"env":            &env,
+				}}},
+			},
+		},
+	}
+	for i := 0; ; i++ {
+		raw, _ := json.Marshal(d)
+		if len(raw) >= size {
+			return runtime.RawExtension{Raw: raw}
+		}
+		pad := size - len(raw) - len(`,{"name":"","value":""}`) - 8
+		env = append(env, map[string]string{"name": fmt.Sprintf("SETTING_%d", i), "value": strings.Repeat("x", max(min(pad, 64), 1))})
+	}
+}
+
+// applyStatus sets what an agent reports for w: Applied and Available, and
+// status feedback.
+func applyStatus(w *workv1.ManifestWork) {
+	for _, c := range []string{workv1.WorkApplied, workv1.WorkAvailable} {
+		meta.SetStatusCondition(&w.Status.Conditions, metav1.Condition{
+			Type: c, Status: metav1.ConditionTrue, Reason: "AppliedManifestWorkComplete", ObservedGeneration: w.Generation,
+		})
+	}
+	w.Status.ResourceStatus.Manifests = []workv1.ManifestCondition{{
+		ResourceMeta: workv1.ManifestResourceMeta{Group: "apps", Version: "v1", Kind: "Deployment", Resource: "deployments", Name: w.Name, Namespace: "default"},
+		StatusFeedbacks: workv1.StatusFeedbackResult{Values: []workv1.FeedbackValue{
+			{Name: "replicas", Value: workv1.FieldValue{Type: workv1.Integer, Integer: ptr.To[int64](2)}},
+			{Name: "readyReplicas", Value: workv1.FieldValue{Type: workv1.Integer, Integer: ptr.To[int64](2)}},
+		}},
+		Conditions: []metav1.Condition{{Type: workv1.ManifestApplied, Status: metav1.ConditionTrue, Reason: "AppliedManifestComplete", LastTransitionTime: metav1.Now()}},
+	}}
+}
+
+type workEvent struct{ evt *cloudevents.Event }
+
+// countingReceiver counts deliveries and nothing else.
+type countingReceiver struct{ n *atomic.Int64 }
+
+func (c countingReceiver) Deliver(d *options.Delivery) { c.n.Add(1); d.Done() }
+func (c countingReceiver) Malformed(error)             {}
+func (c countingReceiver) Connected()                  {}

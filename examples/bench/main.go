@@ -1,0 +1,142 @@
+// Command bench measures workwire the same way every time: one hub and
+// many agents in one process, through a real broker, phase by phase, each
+// against the ceiling of the bare transport.
+//
+//	go run ./examples/bench -works 10000 -clusters 100
+//	go run ./examples/bench -transport mqtt -broker 127.0.0.1:1883 -json
+//
+// Phases (-phases, default all, in this order):
+//
+//	raw           the same number of same-size CloudEvents through the same
+//	              transport and broker, with no SDK logic: the ceiling
+//	deliver       hub Create of every work → every agent's informer holds it
+//	status        every agent updates every status → the hub's informer sees it
+//	agent-resync  agents restart with empty caches → hold everything again
+//	hub-resync    the hub restarts (its works persisted, no statuses) → has
+//	              every status again
+//
+// It prints a table — works/s per phase and its ratio to raw, create→agent
+// latency, heap per work, peak RSS, goroutines at the end — and with -json
+// the same as JSON. A progress line runs on stderr.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"time"
+)
+
+func main() {
+	cfg := defaultConfig()
+	flag.StringVar(&cfg.transport, "transport", cfg.transport, "transport: mqtt")
+	flag.StringVar(&cfg.broker, "broker", "", "broker address (default: an embedded one)")
+	flag.IntVar(&cfg.clusters, "clusters", cfg.clusters, "how many agents (clusters)")
+	flag.IntVar(&cfg.works, "works", cfg.works, "how many works in all, spread over the clusters")
+	flag.IntVar(&cfg.manifestBytes, "manifest-bytes", cfg.manifestBytes, "size of each work's Deployment manifest")
+	phases := flag.String("phases", strings.Join(cfg.phases, ","), "phases to run, comma-separated")
+	flag.BoolVar(&cfg.noRateLimit, "no-rate-limit", false, "turn the publish rate limiter off (default: the SDK's default limit)")
+	flag.BoolVar(&cfg.json, "json", false, "print the results as JSON too")
+	flag.DurationVar(&cfg.timeout, "timeout", cfg.timeout, "give up a phase after this long")
+	flag.Parse()
+	cfg.phases = strings.Split(*phases, ",")
+	res, err := run(context.Background(), cfg, os.Stderr)
+	if res != nil {
+		res.print(os.Stdout)
+		if cfg.json {
+			enc := json.NewEncoder(os.Stdout)
+			enc.SetIndent("", "  ")
+			_ = enc.Encode(res)
+		}
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(1)
+	}
+}
+
+type config struct {
+	transport     string
+	broker        string
+	clusters      int
+	works         int
+	manifestBytes int
+	phases        []string
+	noRateLimit   bool
+	json          bool
+	timeout       time.Duration
+}
+
+var allPhases = []string{"raw", "deliver", "status", "agent-resync", "hub-resync"}
+
+func defaultConfig() config {
+	return config{transport: "mqtt", clusters: 10, works: 1000, manifestBytes: 2048, phases: allPhases, timeout: 10 * time.Minute}
+}
+
+func (c config) validate() error {
+	var errs []string
+	if c.clusters < 1 || c.works < c.clusters {
+		errs = append(errs, "want 1 <= clusters <= works")
+	}
+	if c.manifestBytes < 512 {
+		errs = append(errs, "-manifest-bytes must be at least 512")
+	}
+	for _, p := range c.phases {
+		known := false
+		for _, k := range allPhases {
+			known = known || p == k
+		}
+		if !known {
+			errs = append(errs, fmt.Sprintf("unknown phase %q (want %s)", p, strings.Join(allPhases, ",")))
+		}
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("%s", strings.Join(errs, "; "))
+	}
+	return nil
+}
+
+// Result is what a run measured.
+type Result struct {
+	Transport     string        `json:"transport"`
+	Clusters      int           `json:"clusters"`
+	Works         int           `json:"works"`
+	ManifestBytes int           `json:"manifestBytes"`
+	RateLimit     string        `json:"rateLimit"`
+	Phases        []PhaseResult `json:"phases"`
+	HeapPerWork   int           `json:"heapBytesPerWork"`
+	PeakRSS       int           `json:"peakRSSBytes"`
+	Goroutines    int           `json:"goroutinesAtEnd"`
+}
+
+// PhaseResult is one phase's numbers.
+type PhaseResult struct {
+	Name        string        `json:"name"`
+	Duration    time.Duration `json:"durationNanos"`
+	WorksPerSec float64       `json:"worksPerSecond"`
+	RatioToRaw  float64       `json:"ratioToRaw,omitempty"`
+	P50         time.Duration `json:"p50Nanos,omitempty"`
+	P99         time.Duration `json:"p99Nanos,omitempty"`
+}
+
+func (r *Result) print(w io.Writer) {
+	fmt.Fprintf(w, "\nworkwire bench: transport %s, %d works over %d clusters, %d-byte manifests, rate limit %s\n\n",
+		r.Transport, r.Works, r.Clusters, r.ManifestBytes, r.RateLimit)
+	fmt.Fprintf(w, "%-14s %10s %12s %8s %10s %10s\n", "phase", "time", "works/s", "vs raw", "p50", "p99")
+	for _, p := range r.Phases {
+		ratio, p50, p99 := "", "", ""
+		if p.RatioToRaw > 0 {
+			ratio = fmt.Sprintf("%.0f%%", 100*p.RatioToRaw)
+		}
+		if p.P50 > 0 {
+			p50, p99 = p.P50.Round(time.Microsecond).String(), p.P99.Round(time.Microsecond).String()
+		}
+		fmt.Fprintf(w, "%-14s %10s %12.0f %8s %10s %10s\n", p.Name, p.Duration.Round(time.Millisecond), p.WorksPerSec, ratio, p50, p99)
+	}
+	fmt.Fprintf(w, "\nheap per work after delivery: %d B   peak RSS: %.1f MiB   goroutines at the end: %d\n",
+		r.HeapPerWork, float64(r.PeakRSS)/(1<<20), r.Goroutines)
+}

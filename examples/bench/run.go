@@ -1,0 +1,550 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/go-logr/logr"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	kubetypes "k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/cache"
+	workv1 "open-cluster-management.io/api/work/v1"
+
+	"github.com/workwire/sdk-go/codec"
+	"github.com/workwire/sdk-go/generic"
+	"github.com/workwire/sdk-go/generic/types"
+	"github.com/workwire/sdk-go/internal/store"
+	"github.com/workwire/sdk-go/options"
+	"github.com/workwire/sdk-go/work"
+)
+
+const hubID = "bench-hub"
+
+// bench is one run's state.
+type bench struct {
+	cfg      config
+	env      *env
+	works    []*workv1.ManifestWork
+	progress io.Writer
+	res      *Result
+	raw      float64 // works/s of the raw phase
+
+	hub    *work.ClientHolder
+	agents []*agentHolder
+}
+
+type agentHolder struct {
+	cluster string
+	holder  *work.ClientHolder
+}
+
+func run(ctx context.Context, cfg config, progress io.Writer) (*Result, error) {
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	e, err := newEnv(cfg)
+	if err != nil {
+		return nil, err
+	}
+	defer e.close()
+	b := &bench{cfg: cfg, env: e, works: buildWorks(cfg), progress: progress, res: &Result{
+		Transport: cfg.transport, Clusters: cfg.clusters, Works: cfg.works, ManifestBytes: cfg.manifestBytes, RateLimit: "default",
+	}}
+	if cfg.noRateLimit {
+		b.res.RateLimit = "off"
+	}
+	defer b.closeAll()
+	want := map[string]bool{}
+	for _, p := range cfg.phases {
+		want[p] = true
+	}
+	steps := []struct {
+		name string
+		fn   func(context.Context) (PhaseResult, error)
+	}{
+		{"raw", b.rawPhase},
+		{"deliver", b.deliver},
+		{"agent-resync", b.agentResync},
+		{"status", b.status},
+		{"hub-resync", b.hubResync},
+	}
+	for _, s := range steps {
+		if !want[s.name] {
+			continue
+		}
+		pctx, cancel := context.WithTimeout(ctx, cfg.timeout)
+		r, err := s.fn(pctx)
+		cancel()
+		if err != nil {
+			return b.finish(), fmt.Errorf("phase %s: %w", s.name, err)
+		}
+		r.Name = s.name
+		if s.name == "raw" {
+			b.raw = r.WorksPerSec
+		} else if b.raw > 0 {
+			r.RatioToRaw = r.WorksPerSec / b.raw
+		}
+		b.res.Phases = append(b.res.Phases, r)
+	}
+	return b.finish(), nil
+}
+
+func (b *bench) finish() *Result {
+	b.closeAll()
+	b.res.PeakRSS = peakRSS()
+	b.res.Goroutines = runtime.NumGoroutine()
+	return b.res
+}
+
+func (b *bench) clusterOf(i int) string { return fmt.Sprintf("cluster-%d", i%b.cfg.clusters) }
+
+// buildWorks makes the works: a Deployment of about manifestBytes each.
+func buildWorks(cfg config) []*workv1.ManifestWork {
+	works := make([]*workv1.ManifestWork, cfg.works)
+	for i := range works {
+		name := fmt.Sprintf("work-%d", i)
+		works[i] = &workv1.ManifestWork{
+			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: fmt.Sprintf("cluster-%d", i%cfg.clusters), Labels: map[string]string{"bench": "true"}},
+			Spec: workv1.ManifestWorkSpec{Workload: workv1.ManifestsTemplate{Manifests: []workv1.Manifest{
+				{RawExtension: rawDeployment(name, cfg.manifestBytes)},
+			}}},
+		}
+	}
+	return works
+}
+
+// sourceOpts and agentOpts: the SDK's defaults, except the rate limit when
+// asked, and no periodic resync in the middle of a measurement.
+func (b *bench) clientOpts() []generic.Option {
+	opts := []generic.Option{generic.WithResyncInterval(0), generic.WithLogger(logr.Discard())}
+	if b.cfg.noRateLimit {
+		opts = append(opts, generic.WithPublishRateLimit(0, 0))
+	}
+	return opts
+}
+
+func (b *bench) startHub(ctx context.Context) error {
+	var opts []generic.SourceOption
+	for _, o := range b.clientOpts() {
+		opts = append(opts, o)
+	}
+	h, err := work.NewClientHolderBuilder(b.env.transport).WithSourceID(hubID).WithSourceOptions(opts...).
+		WithLogger(logr.Discard()).NewClientHolder()
+	if err != nil {
+		return err
+	}
+	if err := h.Start(ctx); err != nil {
+		return err
+	}
+	b.hub = h
+	return nil
+}
+
+// startAgents starts every agent at once; onAdd sees each work an agent's
+// informer adds.
+func (b *bench) startAgents(ctx context.Context, onAdd func(*workv1.ManifestWork)) error {
+	var opts []generic.AgentOption
+	for _, o := range b.clientOpts() {
+		opts = append(opts, o)
+	}
+	b.agents = make([]*agentHolder, b.cfg.clusters)
+	errs := make([]error, b.cfg.clusters)
+	var wg sync.WaitGroup
+	for i := range b.cfg.clusters {
+		cluster := b.clusterOf(i)
+		h, err := work.NewClientHolderBuilder(b.env.transport).WithClusterName(cluster).WithAgentOptions(opts...).
+			WithLogger(logr.Discard()).NewClientHolder()
+		if err != nil {
+			return err
+		}
+		if _, err := h.ManifestWorkInformer().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+			AddFunc: func(obj any) { onAdd(obj.(*workv1.ManifestWork)) },
+		}); err != nil {
+			return err
+		}
+		b.agents[i] = &agentHolder{cluster: cluster, holder: h}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = h.Start(ctx)
+		}()
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+func (b *bench) closeAgents() {
+	var wg sync.WaitGroup
+	for _, a := range b.agents {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			closeHolder(a.holder)
+		}()
+	}
+	wg.Wait()
+	b.agents = nil
+}
+
+func (b *bench) closeAll() {
+	b.closeAgents()
+	if b.hub != nil {
+		closeHolder(b.hub)
+		b.hub = nil
+	}
+}
+
+func closeHolder(h *work.ClientHolder) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	_ = h.Close(ctx)
+}
+
+// counter counts distinct names, for "every work has arrived".
+type counter struct {
+	mu   sync.Mutex
+	seen map[string]time.Time
+}
+
+func newCounter() *counter { return &counter{seen: make(map[string]time.Time)} }
+
+func (c *counter) mark(name string) {
+	now := time.Now()
+	c.mu.Lock()
+	if _, ok := c.seen[name]; !ok {
+		c.seen[name] = now
+	}
+	c.mu.Unlock()
+}
+
+func (c *counter) count() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.seen)
+}
+
+// wait reports progress until done() reaches total or ctx ends.
+func (b *bench) wait(ctx context.Context, phase string, total int, done func() int) error {
+	begin := time.Now()
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	lastPrint := time.Now()
+	for {
+		n := done()
+		if time.Since(lastPrint) >= time.Second || n >= total {
+			elapsed := time.Since(begin)
+			fmt.Fprintf(b.progress, "\r%-13s %8d/%d  %8.0f/s  %v   ", phase, n, total, float64(n)/max(elapsed.Seconds(), 1e-9), elapsed.Round(time.Second))
+			lastPrint = time.Now()
+		}
+		if n >= total {
+			fmt.Fprintln(b.progress)
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			fmt.Fprintln(b.progress)
+			return fmt.Errorf("%d of %d after %v: %w", n, total, time.Since(begin).Round(time.Millisecond), ctx.Err())
+		case <-tick.C:
+		}
+	}
+}
+
+func rate(n int, d time.Duration) float64 { return float64(n) / d.Seconds() }
+
+// rawPhase: pre-encoded events of the same size, sent by as many senders as
+// the hub's publisher has workers, to agents that only count them.
+func (b *bench) rawPhase(ctx context.Context) (PhaseResult, error) {
+	bundles := codec.NewManifestBundleCodec()
+	events := make([]struct {
+		cluster string
+		data    *workEvent
+	}, len(b.works))
+	for i, w := range b.works {
+		w := w.DeepCopy()
+		w.UID = kubetypes.UID(fmt.Sprintf("00000000-0000-4000-8000-%012d", i))
+		w.Generation = 1
+		evt, err := bundles.Encode(hubID, types.EventType{DataType: codec.ManifestBundlesDataType, SubResource: types.SubResourceSpec, Action: types.CreateRequest}, w)
+		if err != nil {
+			return PhaseResult{}, err
+		}
+		events[i].cluster, events[i].data = w.Namespace, &workEvent{evt: evt}
+	}
+	var received atomic.Int64
+	var agents []options.Transport
+	defer func() {
+		for _, tr := range agents {
+			_ = tr.Close(context.Background())
+		}
+	}()
+	for i := range b.cfg.clusters {
+		tr, err := b.env.transport()
+		if err != nil {
+			return PhaseResult{}, err
+		}
+		agents = append(agents, tr)
+		if err := tr.Start(ctx, options.AgentSubscriptions(b.clusterOf(i), []string{codec.ManifestBundlesDataType.String()}), countingReceiver{&received}); err != nil {
+			return PhaseResult{}, err
+		}
+	}
+	hub, err := b.env.transport()
+	if err != nil {
+		return PhaseResult{}, err
+	}
+	defer hub.Close(context.Background())
+	if err := hub.Start(ctx, nil, countingReceiver{new(atomic.Int64)}); err != nil {
+		return PhaseResult{}, err
+	}
+	begin := time.Now()
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	errs := make(chan error, publishWorkers)
+	for range publishWorkers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				i := int(next.Add(1) - 1)
+				if i >= len(events) {
+					return
+				}
+				r := options.Route{Role: options.RoleSpec, Source: hubID, Cluster: events[i].cluster}
+				if err := hub.Send(ctx, r, events[i].data.evt); err != nil {
+					errs <- err
+					return
+				}
+			}
+		}()
+	}
+	waitErr := b.wait(ctx, "raw", len(b.works), func() int { return int(received.Load()) })
+	wg.Wait()
+	close(errs)
+	if err := <-errs; err != nil {
+		return PhaseResult{}, err
+	}
+	if waitErr != nil {
+		return PhaseResult{}, waitErr
+	}
+	d := time.Since(begin)
+	return PhaseResult{Duration: d, WorksPerSec: rate(len(b.works), d)}, nil
+}
+
+// publishWorkers matches the work holder's publisher, so raw is the same
+// shape of load.
+const publishWorkers = 4
+
+// deliver: Create on the hub → every agent's informer holds it.
+func (b *bench) deliver(ctx context.Context) (PhaseResult, error) {
+	arrived := newCounter()
+	if err := b.startHub(ctx); err != nil {
+		return PhaseResult{}, err
+	}
+	if err := b.startAgents(ctx, func(w *workv1.ManifestWork) { arrived.mark(w.Name) }); err != nil {
+		return PhaseResult{}, err
+	}
+	base := heapInUse()
+	created := make(map[string]time.Time, len(b.works))
+	begin := time.Now()
+	for _, w := range b.works {
+		created[w.Name] = time.Now()
+		if _, err := b.hub.WorkInterface().WorkV1().ManifestWorks(w.Namespace).Create(ctx, w, metav1.CreateOptions{}); err != nil {
+			return PhaseResult{}, err
+		}
+	}
+	if err := b.wait(ctx, "deliver", len(b.works), arrived.count); err != nil {
+		return PhaseResult{}, err
+	}
+	d := time.Since(begin)
+	b.res.HeapPerWork = int((heapInUse() - base) / uint64(len(b.works)))
+	lat := make([]time.Duration, 0, len(created))
+	arrived.mu.Lock()
+	for name, at := range arrived.seen {
+		lat = append(lat, at.Sub(created[name]))
+	}
+	arrived.mu.Unlock()
+	slices.Sort(lat)
+	return PhaseResult{Duration: d, WorksPerSec: rate(len(b.works), d), P50: lat[len(lat)/2], P99: lat[len(lat)*99/100]}, nil
+}
+
+// agentResync: agents restart empty → hold everything again.
+func (b *bench) agentResync(ctx context.Context) (PhaseResult, error) {
+	if b.hub == nil {
+		return PhaseResult{}, errors.New("needs the deliver phase first")
+	}
+	b.closeAgents()
+	arrived := newCounter()
+	begin := time.Now()
+	if err := b.startAgents(ctx, func(w *workv1.ManifestWork) { arrived.mark(w.Name) }); err != nil {
+		return PhaseResult{}, err
+	}
+	if err := b.wait(ctx, "agent-resync", len(b.works), arrived.count); err != nil {
+		return PhaseResult{}, err
+	}
+	d := time.Since(begin)
+	return PhaseResult{Duration: d, WorksPerSec: rate(len(b.works), d)}, nil
+}
+
+// status: every agent reports every work Applied → the hub sees it.
+func (b *bench) status(ctx context.Context) (PhaseResult, error) {
+	if b.hub == nil || b.agents == nil {
+		return PhaseResult{}, errors.New("needs the deliver phase first")
+	}
+	seen := newCounter()
+	reg, err := b.hub.ManifestWorkInformer().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		UpdateFunc: func(_, obj any) {
+			if w := obj.(*workv1.ManifestWork); meta.IsStatusConditionTrue(w.Status.Conditions, workv1.WorkApplied) {
+				seen.mark(w.Name)
+			}
+		},
+	})
+	if err != nil {
+		return PhaseResult{}, err
+	}
+	defer func() { _ = b.hub.ManifestWorkInformer().Informer().RemoveEventHandler(reg) }()
+	begin := time.Now()
+	errs := make(chan error, len(b.agents))
+	for _, a := range b.agents {
+		go func() { errs <- reportApplied(ctx, a) }()
+	}
+	if err := b.wait(ctx, "status", len(b.works), seen.count); err != nil {
+		return PhaseResult{}, err
+	}
+	d := time.Since(begin)
+	for range b.agents {
+		if err := <-errs; err != nil {
+			return PhaseResult{}, err
+		}
+	}
+	return PhaseResult{Duration: d, WorksPerSec: rate(len(b.works), d)}, nil
+}
+
+func reportApplied(ctx context.Context, a *agentHolder) error {
+	works := a.holder.WorkInterface().WorkV1().ManifestWorks(a.cluster)
+	list, err := a.holder.ManifestWorkInformer().Lister().ManifestWorks(a.cluster).List(everything)
+	if err != nil {
+		return err
+	}
+	for _, w := range list {
+		w = w.DeepCopy()
+		applyStatus(w)
+		if _, err := works.UpdateStatus(ctx, w, metav1.UpdateOptions{}); err != nil {
+			return fmt.Errorf("update status of %s: %w", w.Name, err)
+		}
+	}
+	return nil
+}
+
+// hubResync: the hub restarts with its works persisted but no statuses (a
+// source over a database), and asks the agents: → has every status again.
+func (b *bench) hubResync(ctx context.Context) (PhaseResult, error) {
+	if b.hub == nil || b.agents == nil {
+		return PhaseResult{}, errors.New("needs the deliver and status phases first")
+	}
+	persisted := store.New(schema.GroupResource{Group: workv1.GroupName, Resource: "manifestworks"}, (*workv1.ManifestWork).DeepCopy, 1)
+	for _, ns := range b.namespaces() {
+		list, err := b.hub.WorkInterface().WorkV1().ManifestWorks(ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return PhaseResult{}, err
+		}
+		for i := range list.Items {
+			w := list.Items[i].DeepCopy()
+			w.Status = workv1.ManifestWorkStatus{}
+			w.ResourceVersion = ""
+			if _, err := persisted.Create(w); err != nil {
+				return PhaseResult{}, err
+			}
+		}
+	}
+	closeHolder(b.hub)
+	b.hub = nil
+
+	seen := newCounter()
+	var opts []generic.SourceOption
+	for _, o := range b.clientOpts() {
+		opts = append(opts, o)
+	}
+	tr, err := b.env.transport()
+	if err != nil {
+		return PhaseResult{}, err
+	}
+	src, err := generic.NewSourceClient(hubID, tr, persistedLister{persisted}, codec.StatusHash,
+		[]generic.Codec[*workv1.ManifestWork]{codec.NewManifestBundleCodec()}, opts...)
+	if err != nil {
+		return PhaseResult{}, err
+	}
+	if err := src.Subscribe(func(_ context.Context, _ types.EventType, status *workv1.ManifestWork) error {
+		if meta.IsStatusConditionTrue(status.Status.Conditions, workv1.WorkApplied) {
+			if w, ok := persisted.PeekUID(status.UID); ok {
+				seen.mark(w.Name)
+			}
+		}
+		return nil
+	}); err != nil {
+		return PhaseResult{}, err
+	}
+	begin := time.Now()
+	if err := src.Start(ctx); err != nil {
+		return PhaseResult{}, err
+	}
+	defer src.Close(context.Background())
+	if err := b.wait(ctx, "hub-resync", len(b.works), seen.count); err != nil {
+		return PhaseResult{}, err
+	}
+	d := time.Since(begin)
+	return PhaseResult{Duration: d, WorksPerSec: rate(len(b.works), d)}, nil
+}
+
+func (b *bench) namespaces() []string {
+	out := make([]string, b.cfg.clusters)
+	for i := range out {
+		out[i] = b.clusterOf(i)
+	}
+	return out
+}
+
+// persistedLister lists a store's works by cluster, as a source over a
+// database would.
+type persistedLister struct{ st *store.Store[*workv1.ManifestWork] }
+
+func (l persistedLister) List(o generic.ListOptions) ([]*workv1.ManifestWork, error) {
+	var out []*workv1.ManifestWork
+	l.st.Range(o.ClusterName, func(w *workv1.ManifestWork) bool {
+		out = append(out, w)
+		return true
+	})
+	return out, nil
+}
+
+// heapInUse is the live heap after a collection.
+func heapInUse() uint64 {
+	runtime.GC()
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return m.HeapAlloc
+}
+
+// peakRSS reads the process's high-water resident set (Linux), 0 elsewhere.
+func peakRSS() int {
+	data, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		if rest, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+			kb, _ := strconv.Atoi(strings.TrimSuffix(strings.TrimSpace(rest), " kB"))
+			return kb << 10
+		}
+	}
+	return 0
+}
