@@ -515,7 +515,9 @@ func (b *bench) namespaces() []string {
 
 // persistedLister lists a store's works by cluster, as a source over a
 // database would.
-type persistedLister struct{ st *store.Store[*workv1.ManifestWork] }
+type persistedLister struct {
+	st *store.Store[*workv1.ManifestWork]
+}
 
 func (l persistedLister) List(o generic.ListOptions) ([]*workv1.ManifestWork, error) {
 	var out []*workv1.ManifestWork
