@@ -1,0 +1,167 @@
+package grpc
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"strings"
+	"time"
+
+	"github.com/workwire/sdk-go/options"
+)
+
+// Defaults of Config.
+const (
+	// DefaultKeepAliveTime is how long a connection may be silent before
+	// the client pings the server. The server (options/grpc/server) accepts
+	// pings every 10s or slower.
+	DefaultKeepAliveTime = 30 * time.Second
+	// DefaultKeepAliveTimeout is how long the client waits for a ping's
+	// answer before it closes the connection.
+	DefaultKeepAliveTimeout = 10 * time.Second
+	// DefaultDialTimeout bounds each connection attempt.
+	DefaultDialTimeout = 10 * time.Second
+	// DefaultReconnectMinBackoff and DefaultReconnectMaxBackoff bound the
+	// backoff between resubscribe attempts.
+	DefaultReconnectMinBackoff = 100 * time.Millisecond
+	DefaultReconnectMaxBackoff = 30 * time.Second
+	// DefaultMaxEventBytes is the largest publish request Send sends: gRPC's
+	// default receive limit, which the server keeps by default.
+	DefaultMaxEventBytes = 4 << 20
+	// DefaultMaxReceiveBytes is the largest stream message the client
+	// accepts; above the server's default publish limit, so that no event
+	// the server accepted breaks a stream.
+	DefaultMaxReceiveBytes = 16 << 20
+	// DefaultHeartbeatMisses is how many heartbeat intervals the client
+	// waits without hearing from the server before it resubscribes.
+	DefaultHeartbeatMisses = 3
+)
+
+// Config is the gRPC transport's configuration, as a config file holds it
+// (see LoadConfig). The zero value of each optional field means its default.
+type Config struct {
+	// ServerAddress is the broker's address: host:port, or a gRPC target
+	// such as "dns:///broker.example.com:8090". Required.
+	ServerAddress string `json:"serverAddress"`
+	// TLS turns TLS on when any field is set: a CA alone means TLS with
+	// server verification; a client certificate and key add mutual TLS (the
+	// broker can authenticate the client by the certificate's common name).
+	// Certificate files are re-read at each handshake.
+	TLS options.TLSConfig `json:"tls,omitempty"`
+	// TokenFile holds a bearer token sent with every call (an
+	// "authorization: Bearer" header), for example a projected Kubernetes
+	// service account token. The file is re-read when it changes (checked at
+	// most once a second), so rotated tokens take effect without a restart.
+	// It requires TLS unless AllowTokenWithoutTLS is set. Default: none.
+	TokenFile string `json:"tokenFile,omitempty"`
+	// AllowTokenWithoutTLS sends the token over a plaintext connection, for
+	// a sidecar (a service mesh) that encrypts the hop itself. Default: false.
+	AllowTokenWithoutTLS bool `json:"allowTokenWithoutTLS,omitempty"`
+	// KeepAliveTime is how long a connection may be silent before the
+	// client pings the server; negative turns keep-alive pings off.
+	// Default: DefaultKeepAliveTime.
+	KeepAliveTime options.Duration `json:"keepAliveTime,omitempty"`
+	// KeepAliveTimeout is how long the client waits for a ping's answer.
+	// Default: DefaultKeepAliveTimeout.
+	KeepAliveTimeout options.Duration `json:"keepAliveTimeout,omitempty"`
+	// DialTimeout bounds each connection attempt. Default: DefaultDialTimeout.
+	DialTimeout options.Duration `json:"dialTimeout,omitempty"`
+	// ReconnectMinBackoff and ReconnectMaxBackoff bound the capped
+	// exponential backoff between resubscribe attempts. Defaults:
+	// DefaultReconnectMinBackoff, DefaultReconnectMaxBackoff.
+	ReconnectMinBackoff options.Duration `json:"reconnectMinBackoff,omitempty"`
+	ReconnectMaxBackoff options.Duration `json:"reconnectMaxBackoff,omitempty"`
+	// HeartbeatTimeout is how long a subscription may hear nothing (no
+	// event, no heartbeat) before the client treats it as dead and
+	// resubscribes. It applies only to a server that announces heartbeats; a
+	// server that does not is never timed out, so a merely idle stream is
+	// never torn down. Negative turns the check off. Default:
+	// DefaultHeartbeatMisses times the interval the server announces.
+	HeartbeatTimeout options.Duration `json:"heartbeatTimeout,omitempty"`
+	// MaxEventBytes rejects larger events (their encoded publish request)
+	// at Send with options.ErrTooLarge, without sending them.
+	// Default: DefaultMaxEventBytes.
+	MaxEventBytes int `json:"maxEventBytes,omitempty"`
+	// MaxReceiveBytes is the largest stream message accepted.
+	// Default: DefaultMaxReceiveBytes.
+	MaxReceiveBytes int `json:"maxReceiveBytes,omitempty"`
+}
+
+// LoadConfig reads a Config from a YAML or JSON file and validates it.
+func LoadConfig(path string) (Config, error) {
+	var c Config
+	if err := options.LoadFile(path, &c); err != nil {
+		return Config{}, err
+	}
+	if err := c.Validate(); err != nil {
+		return Config{}, fmt.Errorf("%s: %w", path, err)
+	}
+	return c, nil
+}
+
+// Validate reports every problem of c at once. It reads the TLS files c
+// names (not the token file, which may appear later).
+func (c Config) Validate() error {
+	var errs []error
+	if c.ServerAddress == "" {
+		errs = append(errs, errors.New("serverAddress is required"))
+	} else if !strings.Contains(c.ServerAddress, ":///") {
+		if _, port, err := net.SplitHostPort(c.ServerAddress); err != nil || port == "" {
+			errs = append(errs, fmt.Errorf("serverAddress %q: want host:port or a gRPC target such as dns:///host:port", c.ServerAddress))
+		}
+	}
+	if c.TokenFile != "" && !c.TLS.IsEnabled() && !c.AllowTokenWithoutTLS {
+		errs = append(errs, errors.New("tokenFile needs TLS (or allowTokenWithoutTLS behind a mesh that encrypts the hop)"))
+	}
+	if c.KeepAliveTimeout < 0 {
+		errs = append(errs, fmt.Errorf("keepAliveTimeout %v: want 0 (default) or more", time.Duration(c.KeepAliveTimeout)))
+	}
+	if c.DialTimeout < 0 {
+		errs = append(errs, fmt.Errorf("dialTimeout %v: want 0 (default) or more", time.Duration(c.DialTimeout)))
+	}
+	if c.ReconnectMinBackoff < 0 || c.ReconnectMaxBackoff < 0 {
+		errs = append(errs, errors.New("reconnect backoffs must not be negative"))
+	}
+	if c.ReconnectMaxBackoff > 0 && c.ReconnectMinBackoff > c.ReconnectMaxBackoff {
+		errs = append(errs, fmt.Errorf("reconnectMinBackoff %v exceeds reconnectMaxBackoff %v", time.Duration(c.ReconnectMinBackoff), time.Duration(c.ReconnectMaxBackoff)))
+	}
+	if c.MaxEventBytes < 0 {
+		errs = append(errs, fmt.Errorf("maxEventBytes %d: want 0 (default) or more", c.MaxEventBytes))
+	}
+	if c.MaxReceiveBytes < 0 {
+		errs = append(errs, fmt.Errorf("maxReceiveBytes %d: want 0 (default) or more", c.MaxReceiveBytes))
+	}
+	if err := c.TLS.Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("grpc config: %w", errors.Join(errs...))
+	}
+	return nil
+}
+
+func orDefault(d options.Duration, def time.Duration) time.Duration {
+	if d == 0 {
+		return def
+	}
+	return time.Duration(d)
+}
+
+func orDefaultInt(n, def int) int {
+	if n <= 0 {
+		return def
+	}
+	return n
+}
+
+// serverHost is the host part of the address, for TLS server name checks.
+func (c Config) serverHost() string {
+	addr := c.ServerAddress
+	if i := strings.Index(addr, ":///"); i >= 0 {
+		addr = addr[i+4:]
+	}
+	if host, _, err := net.SplitHostPort(addr); err == nil {
+		return host
+	}
+	return addr
+}

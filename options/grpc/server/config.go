@@ -1,0 +1,203 @@
+package server
+
+import (
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/workwire/sdk-go/options"
+)
+
+// Defaults of Config.
+const (
+	// DefaultHeartbeatInterval is how long a Subscribe stream may be idle
+	// before the server sends a heartbeat: well under the idle timeouts of
+	// common proxies and load balancers (30s and more).
+	DefaultHeartbeatInterval = 10 * time.Second
+	// DefaultQueueSize is how many events wait for one subscriber before it
+	// counts as fallen behind and its stream is ended.
+	DefaultQueueSize = 10000
+	// DefaultMaxReceiveBytes is the largest publish request accepted (gRPC's
+	// default).
+	DefaultMaxReceiveBytes = 4 << 20
+	// DefaultKeepAliveTime is how long a connection may be silent before the
+	// server pings the client.
+	DefaultKeepAliveTime = 30 * time.Second
+	// DefaultKeepAliveTimeout is how long the server waits for a ping's answer.
+	DefaultKeepAliveTimeout = 10 * time.Second
+	// DefaultMinClientPingInterval is the shortest interval between client
+	// pings the server tolerates; clients that ping more often are
+	// disconnected (gRPC's "too many pings").
+	DefaultMinClientPingInterval = 10 * time.Second
+	// DefaultAuthCacheTTL is how long authentication and authorization
+	// answers are cached.
+	DefaultAuthCacheTTL = time.Minute
+	// DefaultSourceID is the source ID the server speaks as for the data
+	// types a Service backs.
+	DefaultSourceID = "grpc-server"
+)
+
+// Config is the server's configuration, as a config file holds it (see
+// LoadConfig). The zero value of each optional field means its default.
+type Config struct {
+	// TLS turns TLS on when CertFile and KeyFile are set; ClientCAFile adds
+	// client certificate verification (mutual TLS).
+	TLS TLSConfig `json:"tls,omitempty"`
+	// HeartbeatInterval is how long a Subscribe stream may be idle before
+	// the server sends a heartbeat; negative sends none after the first.
+	// Default: DefaultHeartbeatInterval.
+	HeartbeatInterval options.Duration `json:"heartbeatInterval,omitempty"`
+	// QueueSize bounds the events waiting for one subscriber. A subscriber
+	// whose queue is full has fallen behind: its stream ends with
+	// ResourceExhausted, and it resubscribes and resyncs, while the others
+	// go on unaffected. Default: DefaultQueueSize.
+	QueueSize int `json:"queueSize,omitempty"`
+	// MaxReceiveBytes is the largest publish request accepted; larger ones
+	// fail with ResourceExhausted. Default: DefaultMaxReceiveBytes.
+	MaxReceiveBytes int `json:"maxReceiveBytes,omitempty"`
+	// KeepAliveTime and KeepAliveTimeout are the server's pings of silent
+	// connections. Defaults: DefaultKeepAliveTime, DefaultKeepAliveTimeout.
+	KeepAliveTime    options.Duration `json:"keepAliveTime,omitempty"`
+	KeepAliveTimeout options.Duration `json:"keepAliveTimeout,omitempty"`
+	// MinClientPingInterval is the shortest interval between client pings
+	// tolerated. Default: DefaultMinClientPingInterval.
+	MinClientPingInterval options.Duration `json:"minClientPingInterval,omitempty"`
+	// AuthCacheTTL is how long authentication and authorization answers are
+	// cached; negative turns caching off. Default: DefaultAuthCacheTTL.
+	AuthCacheTTL options.Duration `json:"authCacheTTL,omitempty"`
+	// SourceID is the source the server speaks as for the data types a
+	// Service backs (see WithService): the events it sends agents come
+	// from it, and agents' status for those types is addressed to it.
+	// Default: DefaultSourceID.
+	SourceID string `json:"sourceID,omitempty"`
+}
+
+// TLSConfig is the server side of TLS. Certificate files are re-read at each
+// handshake, so rotated certificates take effect without a restart.
+type TLSConfig struct {
+	// CertFile and KeyFile are the server's PEM certificate and key.
+	CertFile string `json:"certFile,omitempty"`
+	KeyFile  string `json:"keyFile,omitempty"`
+	// ClientCAFile is a PEM bundle of CAs that verify client certificates.
+	// Set, clients may authenticate by certificate (see
+	// CertificateAuthenticator); a client without one may still use a token.
+	ClientCAFile string `json:"clientCAFile,omitempty"`
+	// RequireClientCert refuses connections without a verified client
+	// certificate. Default: false.
+	RequireClientCert bool `json:"requireClientCert,omitempty"`
+	// MinVersion is the lowest TLS version accepted: "1.2" (default) or "1.3".
+	MinVersion string `json:"minVersion,omitempty"`
+}
+
+// LoadConfig reads a Config from a YAML or JSON file and validates it.
+func LoadConfig(path string) (Config, error) {
+	var c Config
+	if err := options.LoadFile(path, &c); err != nil {
+		return Config{}, err
+	}
+	if err := c.Validate(); err != nil {
+		return Config{}, fmt.Errorf("%s: %w", path, err)
+	}
+	return c, nil
+}
+
+// Validate reports every problem of c at once. It reads the TLS files c
+// names.
+func (c Config) Validate() error {
+	var errs []error
+	if c.QueueSize < 0 {
+		errs = append(errs, fmt.Errorf("queueSize %d: want 0 (default) or more", c.QueueSize))
+	}
+	if c.MaxReceiveBytes < 0 {
+		errs = append(errs, fmt.Errorf("maxReceiveBytes %d: want 0 (default) or more", c.MaxReceiveBytes))
+	}
+	for name, d := range map[string]options.Duration{
+		"keepAliveTime": c.KeepAliveTime, "keepAliveTimeout": c.KeepAliveTimeout, "minClientPingInterval": c.MinClientPingInterval,
+	} {
+		if d < 0 {
+			errs = append(errs, fmt.Errorf("%s %v: want 0 (default) or more", name, time.Duration(d)))
+		}
+	}
+	if _, err := c.TLS.Build(); err != nil {
+		errs = append(errs, err)
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("grpc server config: %w", errors.Join(errs...))
+	}
+	return nil
+}
+
+// IsEnabled reports whether c turns TLS on.
+func (c TLSConfig) IsEnabled() bool {
+	return c.CertFile != "" || c.KeyFile != "" || c.ClientCAFile != "" || c.RequireClientCert || c.MinVersion != ""
+}
+
+// Build returns the *tls.Config c describes, or nil when TLS is off.
+func (c TLSConfig) Build() (*tls.Config, error) {
+	if !c.IsEnabled() {
+		return nil, nil
+	}
+	var errs []error
+	cfg := &tls.Config{ClientAuth: tls.NoClientCert}
+	switch c.MinVersion {
+	case "", "1.2":
+		cfg.MinVersion = tls.VersionTLS12
+	case "1.3":
+		cfg.MinVersion = tls.VersionTLS13
+	default:
+		errs = append(errs, fmt.Errorf("minVersion %q: want 1.2 or 1.3", c.MinVersion))
+	}
+	if c.CertFile == "" || c.KeyFile == "" {
+		errs = append(errs, errors.New("certFile and keyFile are required for TLS"))
+	} else if _, err := tls.LoadX509KeyPair(c.CertFile, c.KeyFile); err != nil {
+		errs = append(errs, fmt.Errorf("server certificate: %w", err))
+	} else {
+		certFile, keyFile := c.CertFile, c.KeyFile
+		cfg.GetCertificate = func(*tls.ClientHelloInfo) (*tls.Certificate, error) {
+			cert, err := tls.LoadX509KeyPair(certFile, keyFile)
+			if err != nil {
+				return nil, fmt.Errorf("load server certificate: %w", err)
+			}
+			return &cert, nil
+		}
+	}
+	if c.ClientCAFile != "" {
+		pem, err := os.ReadFile(c.ClientCAFile)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("clientCAFile: %w", err))
+		} else {
+			pool := x509.NewCertPool()
+			if !pool.AppendCertsFromPEM(pem) {
+				errs = append(errs, fmt.Errorf("clientCAFile %s: no PEM certificate found", c.ClientCAFile))
+			}
+			cfg.ClientCAs = pool
+		}
+		cfg.ClientAuth = tls.VerifyClientCertIfGiven
+		if c.RequireClientCert {
+			cfg.ClientAuth = tls.RequireAndVerifyClientCert
+		}
+	} else if c.RequireClientCert {
+		errs = append(errs, errors.New("requireClientCert needs clientCAFile"))
+	}
+	if len(errs) > 0 {
+		return nil, fmt.Errorf("tls: %w", errors.Join(errs...))
+	}
+	return cfg, nil
+}
+
+func orDefault(d options.Duration, def time.Duration) time.Duration {
+	if d == 0 {
+		return def
+	}
+	return time.Duration(d)
+}
+
+func orDefaultInt(n, def int) int {
+	if n <= 0 {
+		return def
+	}
+	return n
+}

@@ -1,0 +1,86 @@
+// Package server is workwire's gRPC broker (seed 004): it serves
+// io.cloudevents.v1.CloudEventService to sources and agents that use the
+// gRPC transport (options/grpc). New builds a Server from a Config; Serve
+// runs it on a listener until its context ends. options/grpc/grpctest runs
+// one inside a test.
+//
+// # Routing
+//
+// Publish routes each event by its route (which the transport always sends;
+// a peer that sends none is routed by the event's type and its source,
+// clustername and originalsource attributes): a spec goes to the agent of
+// its cluster, a status to the source it names, a spec resync to every
+// source and a status resync to every agent. A subscription names one
+// source or one cluster; relayed events of every data type reach it (as an
+// MQTT topic would carry them) and the client drops the data types it does
+// not handle. Each subscriber has a bounded queue (Config.QueueSize): a
+// publisher never waits for a subscriber, and a subscriber whose queue
+// overflows has fallen behind: its stream ends with ResourceExhausted, and
+// it resubscribes and resyncs, while every other subscriber goes on. Events
+// published while nobody subscribes for their route are not kept: the
+// protocol's resyncs heal the gap.
+//
+// # Replicas
+//
+// In plain routing mode — sources and agents both connected as clients —
+// the server is one replica: a source and an agent must reach the same
+// server, since replicas share no state (put one replica behind the
+// address, or use an MQTT or Kafka cluster to scale a relay out). Replicas
+// scale out when the server is itself the source of a data type: a Service
+// (WithService) over a kube-apiserver or a database holds the resources,
+// and every replica serves the agents connected to it from that shared
+// store and watches it through the Service's handler. There is no
+// replication protocol between replicas. An agent that loses its replica
+// reconnects through the same address to another one, which answers the
+// agent's spec resync from the store and asks it for the statuses the store
+// lacks (a status resync, narrowed to the differing ones when the Service
+// implements StatusHasher). The server speaks for such data types as source
+// Config.SourceID, and hands agents' status for them to the Service.
+//
+// # Security
+//
+// With WithAuthenticator every call must prove who it is, with a client
+// certificate verified against Config.TLS.ClientCAFile or a bearer token:
+// CertificateAuthenticator (common name and organizations), a
+// StaticAuthenticator, or kubeauth.TokenReview. A call without credentials
+// gets Unauthenticated. WithAuthorizer then decides from that verified
+// identity — never from what the event claims — whether it may act as the
+// source or the cluster's agent that the route names: an agent may publish
+// status and spec resyncs, and subscribe, only for its own cluster; a
+// source may publish specs and status resyncs, and subscribe, only for its
+// own source ID (StaticAuthorizer, kubeauth.SubjectAccessReview). Refusals
+// get PermissionDenied. A status or spec resync whose clustername attribute
+// names another cluster than its route is refused too. Both answers are
+// cached for Config.AuthCacheTTL. Without an authenticator the server
+// trusts every caller: for tests and trusted networks only.
+//
+// # Metrics
+//
+// WithRegisterer registers seed 004's metrics on the caller's registry
+// (never the global one; two servers need two registries):
+//
+//   - grpc_server_active_connections (gauge; local_addr, remote_addr)
+//   - grpc_server_started_total, grpc_server_msg_received_total,
+//     grpc_server_msg_sent_total, grpc_server_msg_received_bytes_total,
+//     grpc_server_msg_sent_bytes_total (counters; grpc_type, grpc_service,
+//     grpc_method)
+//   - grpc_server_handled_total (counter; the same and grpc_code)
+//   - grpc_server_handling_seconds (histogram; grpc_type, grpc_service,
+//     grpc_method)
+//   - grpc_server_ce_called_total, grpc_server_ce_msg_received_total,
+//     grpc_server_ce_msg_sent_total (counters; cluster, data_type, method:
+//     calls, events and subscription requests received, and events sent
+//     down streams (method Subscribe) and publishes acknowledged (method
+//     Publish))
+//   - grpc_server_ce_processed_total (counter) and
+//     grpc_server_ce_processed_duration_seconds (histogram) of published
+//     events (cluster, data_type, method, grpc_code)
+//
+// # Goroutines
+//
+// Serve runs gRPC's goroutines and one handler goroutine per call; a
+// subscription of an agent to a Service-backed data type adds one worker
+// that answers its resyncs. All of them end before Serve returns. Service
+// handlers (EventHandler) run on the Service's goroutines and never block on
+// a subscriber.
+package server

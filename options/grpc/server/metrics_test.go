@@ -1,0 +1,95 @@
+package server_test
+
+import (
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/workwire/sdk-go/generic/types"
+	"github.com/workwire/sdk-go/options"
+	"github.com/workwire/sdk-go/options/grpc/grpctest"
+	"github.com/workwire/sdk-go/options/grpc/server"
+)
+
+// seed004Metrics are the metrics seed 004 lists.
+var seed004Metrics = []string{
+	"grpc_server_active_connections",
+	"grpc_server_started_total",
+	"grpc_server_msg_received_total",
+	"grpc_server_msg_sent_total",
+	"grpc_server_msg_received_bytes_total",
+	"grpc_server_msg_sent_bytes_total",
+	"grpc_server_handled_total",
+	"grpc_server_handling_seconds",
+	"grpc_server_ce_called_total",
+	"grpc_server_ce_msg_received_total",
+	"grpc_server_ce_msg_sent_total",
+	"grpc_server_ce_processed_total",
+	"grpc_server_ce_processed_duration_seconds",
+}
+
+func scrape(t *testing.T, reg *prometheus.Registry) string {
+	t.Helper()
+	h := httptest.NewServer(promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	defer h.Close()
+	resp, err := http.Get(h.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(body)
+}
+
+func TestMetricsEndpointHasEverySeedMetric(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	srv := grpctest.NewServer(t, server.WithRegisterer(reg))
+	// A second server in the same process, on its own registry.
+	reg2 := prometheus.NewRegistry()
+	grpctest.NewServer(t, server.WithRegisterer(reg2))
+
+	agent := newTransport(t, srv.Config())
+	recv := mustStart(t, agent, options.AgentSubscriptions("cluster1", []string{dataType}))
+	hub := newTransport(t, srv.Config())
+	mustStart(t, hub, options.SourceSubscriptions("hub", []string{dataType}))
+	spec := event("m1", "spec.create_request", map[string]string{types.ExtClusterName: "cluster1"})
+	if err := send(hub, options.Route{Role: options.RoleSpec, Source: "hub", Cluster: "cluster1"}, spec); err != nil {
+		t.Fatal(err)
+	}
+	recv.Wait(t, "the spec", 10*time.Second, func() bool { return find(recv, "m1") })
+
+	body := scrape(t, reg)
+	for _, name := range seed004Metrics {
+		if !strings.Contains(body, "\n"+name) && !strings.HasPrefix(body, name) {
+			t.Errorf("metric %s missing", name)
+		}
+	}
+	for _, want := range []string{
+		`grpc_server_started_total{grpc_method="Publish",grpc_service="io.cloudevents.v1.CloudEventService",grpc_type="unary"} 1`,
+		`grpc_server_started_total{grpc_method="Subscribe",grpc_service="io.cloudevents.v1.CloudEventService",grpc_type="server_stream"} 2`,
+		`grpc_server_handled_total{grpc_code="OK",grpc_method="Publish",grpc_service="io.cloudevents.v1.CloudEventService",grpc_type="unary"} 1`,
+		`grpc_server_ce_called_total{cluster="cluster1",data_type="` + dataType + `",method="Publish"} 1`,
+		`grpc_server_ce_called_total{cluster="cluster1",data_type="` + dataType + `",method="Subscribe"} 1`,
+		`grpc_server_ce_msg_sent_total{cluster="cluster1",data_type="` + dataType + `",method="Subscribe"} 1`,
+		`grpc_server_ce_processed_total{cluster="cluster1",data_type="` + dataType + `",grpc_code="OK",method="Publish"} 1`,
+	} {
+		if !strings.Contains(body, want) {
+			t.Errorf("scrape lacks %s", want)
+		}
+	}
+	if strings.Contains(scrape(t, reg2), "grpc_server_started_total{") {
+		t.Error("the idle second server counted the first one's calls")
+	}
+	if _, err := server.New(server.Config{}, server.WithRegisterer(reg)); err == nil {
+		t.Error("a second server on the same registry was accepted")
+	}
+}

@@ -1,0 +1,294 @@
+package server_test
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	cloudevents "github.com/cloudevents/sdk-go/v2"
+	"github.com/go-logr/logr"
+	"go.uber.org/goleak"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/workwire/sdk-go/generic/types"
+	"github.com/workwire/sdk-go/internal/testcerts"
+	"github.com/workwire/sdk-go/options"
+	"github.com/workwire/sdk-go/options/grpc"
+	"github.com/workwire/sdk-go/options/grpc/grpctest"
+	"github.com/workwire/sdk-go/options/grpc/server"
+	"github.com/workwire/sdk-go/options/transporttest"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+const dataType = "io.open-cluster-management.works.v1alpha1.manifestbundles"
+
+// secureBroker is a broker with TLS, client certificates and tokens. The
+// agent of cluster1 and of cluster2 authenticate by certificate; sources A
+// and B by token.
+type secureBroker struct {
+	srv *grpctest.Server
+	ca  *testcerts.CA
+	dir string
+}
+
+func newSecureBroker(t *testing.T, opts ...server.Option) *secureBroker {
+	ca := testcerts.NewCA(t)
+	cert := ca.Server(t, "broker")
+	srv := grpctest.NewServerWithConfig(t, server.Config{TLS: server.TLSConfig{
+		CertFile: cert.CertFile, KeyFile: cert.KeyFile, ClientCAFile: ca.CAFile(),
+	}}, append([]server.Option{
+		server.WithAuthenticator(server.AnyAuthenticator(
+			server.StaticAuthenticator{Tokens: map[string]server.Identity{
+				"token-a": {User: "source-a"}, "token-b": {User: "source-b"},
+			}},
+			server.CertificateAuthenticator{},
+		)),
+		server.WithAuthorizer(server.StaticAuthorizer{
+			Sources:  map[string][]string{"source-a": {"A"}, "source-b": {"B"}},
+			Clusters: map[string][]string{"agent-cluster1": {"cluster1"}, "group:agents-2": {"cluster2"}},
+		}),
+	}, opts...)...)
+	return &secureBroker{srv: srv, ca: ca, dir: t.TempDir()}
+}
+
+func (b *secureBroker) config() grpc.Config {
+	cfg := b.srv.Config()
+	cfg.TLS = options.TLSConfig{CAFile: b.ca.CAFile()}
+	return cfg
+}
+
+// agent returns a transport with cluster's client certificate.
+func (b *secureBroker) agent(t *testing.T, cn string) options.Transport {
+	pair := b.ca.Client(t, cn)
+	cfg := b.config()
+	cfg.TLS.CertFile, cfg.TLS.KeyFile = pair.CertFile, pair.KeyFile
+	return newTransport(t, cfg)
+}
+
+// source returns a transport whose token file holds token.
+func (b *secureBroker) source(t *testing.T, token string) options.Transport {
+	cfg := b.config()
+	cfg.TokenFile = filepath.Join(b.dir, token)
+	if err := os.WriteFile(cfg.TokenFile, []byte(token+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return newTransport(t, cfg)
+}
+
+func newTransport(t *testing.T, cfg grpc.Config) options.Transport {
+	t.Helper()
+	tr, err := grpc.New(cfg, grpc.WithLogger(logr.Discard()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { closeTransport(t, tr) })
+	return tr
+}
+
+func closeTransport(t *testing.T, tr options.Transport) {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if err := tr.Close(ctx); err != nil {
+		t.Errorf("Close: %v", err)
+	}
+}
+
+func start(t *testing.T, tr options.Transport, subs []options.Subscription) (*transporttest.Recorder, error) {
+	t.Helper()
+	r := transporttest.NewRecorder()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	return r, tr.Start(ctx, subs, r)
+}
+
+func mustStart(t *testing.T, tr options.Transport, subs []options.Subscription) *transporttest.Recorder {
+	t.Helper()
+	r, err := start(t, tr, subs)
+	if err != nil {
+		t.Fatalf("Start: %v", err)
+	}
+	return r
+}
+
+func event(id, typ string, ext map[string]string) *cloudevents.Event {
+	evt := cloudevents.NewEvent()
+	evt.SetID(id)
+	evt.SetSource("test")
+	evt.SetType(dataType + "." + typ)
+	evt.SetExtension(types.ExtResourceID, "r-"+id)
+	for k, v := range ext {
+		evt.SetExtension(k, v)
+	}
+	_ = evt.SetData(cloudevents.ApplicationJSON, map[string]string{"id": id})
+	return &evt
+}
+
+func send(tr options.Transport, r options.Route, evt *cloudevents.Event) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	return tr.Send(ctx, r, evt)
+}
+
+func find(r *transporttest.Recorder, id string) bool {
+	for _, d := range r.Deliveries() {
+		if d.Event.ID() == id {
+			return true
+		}
+	}
+	return false
+}
+
+func TestNoCredentialsAreRefused(t *testing.T) {
+	b := newSecureBroker(t)
+	anon := newTransport(t, b.config()) // TLS, but no certificate and no token
+	_, err := start(t, anon, options.AgentSubscriptions("cluster1", []string{dataType}))
+	if status.Code(err) != codes.Unauthenticated {
+		t.Fatalf("Start without credentials: %v, want Unauthenticated", err)
+	}
+	anon = newTransport(t, b.config())
+	mustStart(t, anon, nil)
+	err = send(anon, options.Route{Role: options.RoleSpec, Source: "A", Cluster: "cluster1"}, event("x", "spec.create_request", nil))
+	if status.Code(err) != codes.Unauthenticated {
+		t.Errorf("Send without credentials: %v, want Unauthenticated", err)
+	}
+	forged := b.source(t, "forged-token")
+	_, err = start(t, forged, options.SourceSubscriptions("A", []string{dataType}))
+	if status.Code(err) != codes.Unauthenticated {
+		t.Errorf("Start with an unknown token: %v, want Unauthenticated", err)
+	}
+	// A certificate from another CA fails the TLS handshake: Start keeps
+	// trying until its context ends.
+	other := testcerts.NewCA(t).Client(t, "agent-cluster1")
+	cfg := b.config()
+	cfg.TLS.CertFile, cfg.TLS.KeyFile = other.CertFile, other.KeyFile
+	cfg.DialTimeout = options.Duration(300 * time.Millisecond)
+	rogue := newTransport(t, cfg)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	if err := rogue.Start(ctx, options.AgentSubscriptions("cluster1", nil), transporttest.NewRecorder()); err == nil {
+		t.Error("a certificate of another CA was accepted")
+	}
+}
+
+func TestAnAgentActsOnlyForItsOwnCluster(t *testing.T) {
+	b := newSecureBroker(t)
+	agent1 := b.agent(t, "agent-cluster1")
+	_, err := start(t, agent1, options.AgentSubscriptions("cluster2", []string{dataType}))
+	if status.Code(err) != codes.PermissionDenied {
+		t.Fatalf("cluster1's agent subscribing to cluster2: %v, want PermissionDenied", err)
+	}
+	agent1 = b.agent(t, "agent-cluster1")
+	mustStart(t, agent1, options.AgentSubscriptions("cluster1", []string{dataType}))
+
+	status2 := event("s2", "status.update_request", map[string]string{types.ExtClusterName: "cluster2", types.ExtOriginalSource: "A"})
+	err = send(agent1, options.Route{Role: options.RoleStatus, Source: "A", Cluster: "cluster2"}, status2)
+	if status.Code(err) != codes.PermissionDenied {
+		t.Errorf("cluster1's agent publishing cluster2's status: %v, want PermissionDenied", err)
+	}
+	// Routing by its own cluster while the event claims another is refused too.
+	err = send(agent1, options.Route{Role: options.RoleStatus, Source: "A", Cluster: "cluster1"}, status2)
+	if status.Code(err) != codes.PermissionDenied {
+		t.Errorf("cluster1's agent publishing a status that names cluster2: %v, want PermissionDenied", err)
+	}
+	err = send(agent1, options.Route{Role: options.RoleSpec, Source: "A", Cluster: "cluster1"}, event("spec", "spec.create_request", nil))
+	if status.Code(err) != codes.PermissionDenied {
+		t.Errorf("an agent publishing a spec as source A: %v, want PermissionDenied", err)
+	}
+	own := event("s1", "status.update_request", map[string]string{types.ExtClusterName: "cluster1", types.ExtOriginalSource: "A"})
+	if err := send(agent1, options.Route{Role: options.RoleStatus, Source: "A", Cluster: "cluster1"}, own); err != nil {
+		t.Errorf("cluster1's agent publishing its own status: %v", err)
+	}
+	// Group membership counts: the certificate's organization is its group.
+	// testcerts signs no organizations, so cluster2's agent is refused here.
+	agent2 := b.agent(t, "agent-cluster2")
+	if _, err := start(t, agent2, options.AgentSubscriptions("cluster2", nil)); status.Code(err) != codes.PermissionDenied {
+		t.Errorf("an identity with no grant: %v, want PermissionDenied", err)
+	}
+}
+
+func TestASourceNeverReceivesAnotherSourcesStatus(t *testing.T) {
+	b := newSecureBroker(t)
+	a := b.source(t, "token-a")
+	_, err := start(t, a, options.SourceSubscriptions("B", []string{dataType}))
+	if status.Code(err) != codes.PermissionDenied {
+		t.Fatalf("source A subscribing as B: %v, want PermissionDenied", err)
+	}
+	a = b.source(t, "token-a")
+	recvA := mustStart(t, a, options.SourceSubscriptions("A", []string{dataType}))
+	recvB := mustStart(t, b.source(t, "token-b"), options.SourceSubscriptions("B", []string{dataType}))
+	agent := b.agent(t, "agent-cluster1")
+	mustStart(t, agent, options.AgentSubscriptions("cluster1", []string{dataType}))
+
+	forB := event("for-b", "status.update_request", map[string]string{types.ExtClusterName: "cluster1", types.ExtOriginalSource: "B"})
+	if err := send(agent, options.Route{Role: options.RoleStatus, Source: "B", Cluster: "cluster1"}, forB); err != nil {
+		t.Fatal(err)
+	}
+	forA := event("for-a", "status.update_request", map[string]string{types.ExtClusterName: "cluster1", types.ExtOriginalSource: "A"})
+	if err := send(agent, options.Route{Role: options.RoleStatus, Source: "A", Cluster: "cluster1"}, forA); err != nil {
+		t.Fatal(err)
+	}
+	recvB.Wait(t, "B's status at B", 10*time.Second, func() bool { return find(recvB, "for-b") })
+	// Per-publisher order: once A has the later event, the earlier one
+	// would have reached it too.
+	recvA.Wait(t, "A's status at A", 10*time.Second, func() bool { return find(recvA, "for-a") })
+	if find(recvA, "for-b") {
+		t.Error("source A received source B's status")
+	}
+	if find(recvB, "for-a") {
+		t.Error("source B received source A's status")
+	}
+}
+
+// A rotated token file takes effect without a restart.
+func TestTokenFileRotation(t *testing.T) {
+	var mu sync.Mutex
+	valid := map[string]bool{"old": true}
+	auth := authFunc(func(_ context.Context, c server.Credentials) (server.Identity, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		if !valid[c.Token] {
+			return server.Identity{}, errors.New("expired token")
+		}
+		return server.Identity{User: "source-a"}, nil
+	})
+	b := newSecureBroker(t, server.WithAuthenticator(auth))
+	tr := b.source(t, "old")
+	mustStart(t, tr, nil)
+	route := options.Route{Role: options.RoleStatusResync, Source: "A"}
+	if err := send(tr, route, event("1", "status.resync_request", nil)); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	valid = map[string]bool{"new": true} // the old token expires; the new one is issued
+	mu.Unlock()
+	if err := os.WriteFile(filepath.Join(b.dir, "old"), []byte("new"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		err := send(tr, route, event("2", "status.resync_request", nil))
+		if err == nil {
+			break
+		}
+		if status.Code(err) != codes.Unauthenticated || time.Now().After(deadline) {
+			t.Fatalf("Send after rotation: %v", err)
+		}
+		time.Sleep(100 * time.Millisecond) // the file is checked once a second
+	}
+}
+
+type authFunc func(context.Context, server.Credentials) (server.Identity, error)
+
+func (f authFunc) Authenticate(ctx context.Context, c server.Credentials) (server.Identity, error) {
+	return f(ctx, c)
+}
+
+func contextWithTimeout(d time.Duration) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.Background(), d)
+}

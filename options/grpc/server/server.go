@@ -1,0 +1,568 @@
+package server
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"net"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	format "github.com/cloudevents/sdk-go/binding/format/protobuf/v2"
+	"github.com/cloudevents/sdk-go/binding/format/protobuf/v2/pb"
+	"github.com/go-logr/logr"
+	"github.com/prometheus/client_golang/prometheus"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/keepalive"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/peer"
+	"google.golang.org/grpc/status"
+	"k8s.io/klog/v2"
+
+	"github.com/workwire/sdk-go/generic/types"
+	"github.com/workwire/sdk-go/options"
+	"github.com/workwire/sdk-go/options/grpc/protocol"
+)
+
+// Option configures what a config file cannot hold.
+type Option func(*Server)
+
+// WithLogger sets the server's logger. Default: klog.Background().
+func WithLogger(l logr.Logger) Option { return func(s *Server) { s.log = l } }
+
+// WithRegisterer registers the server's metrics (seed 004's
+// grpc_server_* and grpc_server_ce_* metrics) on r. Default: no metrics.
+// The server never registers on the global registry: pass
+// prometheus.DefaultRegisterer to get that. Two servers need two registries.
+func WithRegisterer(r prometheus.Registerer) Option { return func(s *Server) { s.registerer = r } }
+
+// WithAuthenticator makes every call prove who it is: calls without
+// credentials, or whose credentials a fails, get Unauthenticated. It needs
+// WithAuthorizer too. Default: no authentication and no authorization, for
+// tests and trusted networks only.
+func WithAuthenticator(a Authenticator) Option { return func(s *Server) { s.authn = a } }
+
+// WithAuthorizer decides what each authenticated identity may publish and
+// subscribe to; refused calls get PermissionDenied. Default: none (see
+// WithAuthenticator).
+func WithAuthorizer(a Authorizer) Option { return func(s *Server) { s.authz = a } }
+
+// WithService makes the server the source of dataType, backed by svc (see
+// Service). It registers a handler with svc when New runs. Default: none;
+// the server only relays.
+func WithService(dataType string, svc Service) Option {
+	return func(s *Server) { s.pending = append(s.pending, pendingService{dataType, svc}) }
+}
+
+// WithTLSConfig sets the TLS configuration directly (for certificates held
+// in memory); it replaces Config.TLS. Default: built from Config.TLS.
+func WithTLSConfig(c *tls.Config) Option { return func(s *Server) { s.tlsConfig = c } }
+
+// WithServerOptions adds gRPC server options after the server's own (later
+// options win). Default: none.
+func WithServerOptions(opts ...grpc.ServerOption) Option {
+	return func(s *Server) { s.grpcOpts = append(s.grpcOpts, opts...) }
+}
+
+type pendingService struct {
+	dataType string
+	svc      Service
+}
+
+// Server is workwire's gRPC broker: it serves io.cloudevents.v1.CloudEventService
+// and routes what sources and agents publish to the subscribers that should
+// get it. See the package documentation for routing, replicas, security
+// and metrics. A Server is goroutine-safe; it may Serve several listeners
+// at once and again after a Serve ended.
+type Server struct {
+	cfg        Config
+	log        logr.Logger
+	tlsConfig  *tls.Config
+	registerer prometheus.Registerer
+	metrics    *metrics // nil without a registerer
+	authn      Authenticator
+	authz      Authorizer
+	authnCache *ttlCache[Identity]
+	authzCache *ttlCache[struct{}]
+	grpcOpts   []grpc.ServerOption
+	pending    []pendingService
+	services   map[types.DataType]*binding // by plural and singular form
+	bindings   []*binding
+	sourceID   string
+	heartbeat  time.Duration
+	queueSize  int
+
+	reg    *registry
+	nextID atomic.Uint64
+}
+
+// New returns a server for cfg. It validates cfg, registers the metrics and
+// the Services' handlers, and does no network I/O.
+func New(cfg Config, opts ...Option) (*Server, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	s := &Server{
+		cfg:       cfg,
+		log:       klog.Background(),
+		services:  make(map[types.DataType]*binding),
+		sourceID:  cfg.SourceID,
+		heartbeat: orDefault(cfg.HeartbeatInterval, DefaultHeartbeatInterval),
+		queueSize: orDefaultInt(cfg.QueueSize, DefaultQueueSize),
+		reg:       newRegistry(),
+	}
+	if s.sourceID == "" {
+		s.sourceID = DefaultSourceID
+	}
+	for _, o := range opts {
+		o(s)
+	}
+	var errs []error
+	if s.authn != nil && s.authz == nil {
+		errs = append(errs, errors.New("an authenticator needs an authorizer (WithAuthorizer)"))
+	}
+	if s.authz != nil && s.authn == nil {
+		errs = append(errs, errors.New("an authorizer needs an authenticator (WithAuthenticator)"))
+	}
+	for _, p := range s.pending {
+		dt, err := types.ParseDataType(p.dataType)
+		switch {
+		case err != nil:
+			errs = append(errs, fmt.Errorf("service: %w", err))
+		case p.svc == nil:
+			errs = append(errs, fmt.Errorf("service for %s is nil", dt))
+		case s.services[dt] != nil:
+			errs = append(errs, fmt.Errorf("two services for %s", dt))
+		default:
+			b := &binding{dataType: dt, svc: p.svc}
+			s.services[dt], s.services[dt.Singular()] = b, b
+			s.bindings = append(s.bindings, b)
+		}
+	}
+	if s.tlsConfig == nil {
+		var err error
+		if s.tlsConfig, err = cfg.TLS.Build(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if len(errs) > 0 {
+		return nil, fmt.Errorf("grpc server: %w", errors.Join(errs...))
+	}
+	ttl := orDefault(cfg.AuthCacheTTL, DefaultAuthCacheTTL)
+	s.authnCache, s.authzCache = newTTLCache[Identity](ttl, 10000), newTTLCache[struct{}](ttl, 100000)
+	if s.registerer != nil {
+		s.metrics = newMetrics()
+		if err := s.metrics.register(s.registerer); err != nil {
+			return nil, fmt.Errorf("grpc server: register metrics: %w", err)
+		}
+	}
+	for _, b := range s.bindings {
+		b.svc.RegisterHandler(serviceHandler{s: s, b: b})
+	}
+	s.log = s.log.WithValues("sourceID", s.sourceID)
+	return s, nil
+}
+
+// SourceID returns the source ID the server speaks as for the data types its
+// Services back.
+func (s *Server) SourceID() string { return s.sourceID }
+
+// Subscribers returns how many Subscribe streams are open.
+func (s *Server) Subscribers() int { return s.reg.len() }
+
+func (s *Server) serverOptions() []grpc.ServerOption {
+	cfg := s.cfg
+	opts := []grpc.ServerOption{
+		grpc.MaxRecvMsgSize(orDefaultInt(cfg.MaxReceiveBytes, DefaultMaxReceiveBytes)),
+		grpc.KeepaliveParams(keepalive.ServerParameters{
+			Time:    orDefault(cfg.KeepAliveTime, DefaultKeepAliveTime),
+			Timeout: orDefault(cfg.KeepAliveTimeout, DefaultKeepAliveTimeout),
+		}),
+		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{
+			MinTime:             orDefault(cfg.MinClientPingInterval, DefaultMinClientPingInterval),
+			PermitWithoutStream: true,
+		}),
+		// Stop returns only once every handler has: nothing outlives Serve.
+		grpc.WaitForHandlers(true),
+	}
+	if s.tlsConfig != nil {
+		opts = append(opts, grpc.Creds(credentials.NewTLS(s.tlsConfig)))
+	}
+	if s.metrics != nil {
+		opts = append(opts, grpc.StatsHandler(statsHandler{s.metrics}))
+	}
+	return append(opts, s.grpcOpts...)
+}
+
+// shutdownGrace bounds how long Serve waits for unary calls in flight when
+// its context ends; Subscribe streams end at once.
+const shutdownGrace = 5 * time.Second
+
+// Serve serves on lis until ctx ends, then ends every Subscribe stream
+// (clients resubscribe, to this server once it serves again or to another
+// replica), lets calls in flight finish for a few seconds, and returns nil
+// once every handler has returned. It returns the listener's error if lis
+// fails first. lis is closed when Serve returns.
+func (s *Server) Serve(ctx context.Context, lis net.Listener) error {
+	gs := grpc.NewServer(s.serverOptions()...)
+	in := &instance{s: s, stopping: make(chan struct{})}
+	protocol.RegisterCloudEventServiceServer(gs, in)
+	errc := make(chan error, 1)
+	go func() { errc <- gs.Serve(lis) }()
+	s.log.V(0).Info("serving", "address", lis.Addr().String())
+	select {
+	case err := <-errc:
+		close(in.stopping)
+		gs.Stop()
+		return fmt.Errorf("grpc server: serve %s: %w", lis.Addr(), err)
+	case <-ctx.Done():
+	}
+	close(in.stopping)
+	done := make(chan struct{})
+	go func() { gs.GracefulStop(); close(done) }()
+	timer := time.NewTimer(shutdownGrace)
+	defer timer.Stop()
+	select {
+	case <-done:
+	case <-timer.C:
+		gs.Stop()
+		<-done
+	}
+	<-errc
+	s.log.V(0).Info("stopped", "address", lis.Addr().String())
+	return nil
+}
+
+// Route hands evt to the subscribers route reaches, as Publish does after
+// authentication and authorization, without checking evt in any way. It is
+// for programs that embed the server and publish themselves, and for tests
+// (grpctest feeds subscribers malformed events with it). It returns how many
+// subscribers it reached; it never blocks.
+func (s *Server) Route(route options.Route, evt *pb.CloudEvent) int {
+	return s.reg.route(route, queued{msg: eventMessage(route, evt), cluster: route.Cluster, dataType: dataTypeLabel(evt.GetType())})
+}
+
+// instance is the service one Serve registers; stopping ends its streams.
+type instance struct {
+	protocol.UnimplementedCloudEventServiceServer
+	s        *Server
+	stopping chan struct{}
+}
+
+// dataTypeLabel is the data type of an event type, for metrics and
+// authorization; "" for a malformed type.
+func dataTypeLabel(eventType string) string {
+	et, err := types.ParseEventType(eventType)
+	if err != nil {
+		return ""
+	}
+	return et.DataType.String()
+}
+
+// Publish implements protocol.CloudEventServiceServer.
+func (in *instance) Publish(ctx context.Context, req *protocol.PublishRequest) (resp *protocol.PublishResponse, err error) {
+	s := in.s
+	began := time.Now()
+	labels := ceLabels{method: "Publish"}
+	defer func() {
+		if s.metrics != nil {
+			if err == nil {
+				s.metrics.ceSent(labels) // the acknowledgement
+			}
+			s.metrics.ceDone(labels, err, began)
+		}
+	}()
+	id, err := s.authenticate(ctx)
+	if err != nil {
+		return nil, err
+	}
+	pbe := req.GetEvent()
+	if pbe == nil {
+		return nil, status.Error(codes.InvalidArgument, "publish request without an event")
+	}
+	var missing []string
+	for name, v := range map[string]string{"id": pbe.GetId(), "source": pbe.GetSource(), "specversion": pbe.GetSpecVersion(), "type": pbe.GetType()} {
+		if v == "" {
+			missing = append(missing, name)
+		}
+	}
+	if len(missing) > 0 {
+		return nil, status.Errorf(codes.InvalidArgument, "event %q lacks required attributes %s", pbe.GetId(), strings.Join(missing, ", "))
+	}
+	route := protocol.RouteFromProto(req.GetRoute())
+	if route.Role == 0 {
+		if route, err = protocol.DeriveRoute(pbe); err != nil {
+			return nil, status.Errorf(codes.InvalidArgument, "event %s has no route and its own attributes give none: %v", pbe.GetId(), err)
+		}
+	}
+	if err := route.Validate(); err != nil {
+		return nil, status.Errorf(codes.InvalidArgument, "event %s: %v", pbe.GetId(), err)
+	}
+	dt := dataTypeLabel(pbe.GetType())
+	labels.cluster, labels.dataType = route.Cluster, dt
+	if s.metrics != nil {
+		s.metrics.ceCall(labels)
+		s.metrics.ceReceived(labels)
+	}
+	if err := s.authorize(ctx, id, Request{Verb: VerbPublish, Role: route.Role, Source: route.Source, Cluster: route.Cluster, DataType: dt}); err != nil {
+		return nil, err
+	}
+	if route.Role == options.RoleStatus || route.Role == options.RoleSpecResync {
+		// What an agent publishes names its cluster twice: in the route
+		// authorization checked and in the clustername extension receivers
+		// may read. They must agree.
+		if c, err := protocol.StringAttribute(pbe, types.ExtClusterName); err != nil || (c != "" && c != route.Cluster) {
+			return nil, status.Errorf(codes.PermissionDenied, "event %s: clustername %q differs from the route's cluster %q", pbe.GetId(), c, route.Cluster)
+		}
+	}
+	if dt != "" && len(s.bindings) > 0 {
+		handled, err := s.publishToService(ctx, route, pbe)
+		if err != nil || handled {
+			return &protocol.PublishResponse{}, err
+		}
+	}
+	n := s.reg.route(route, queued{msg: eventMessage(route, pbe), cluster: route.Cluster, dataType: dt})
+	if log := s.log.V(4); log.Enabled() {
+		log.Info("routed", "id", pbe.GetId(), "type", pbe.GetType(), "route", route, "subscribers", n, "user", id.User)
+	}
+	return &protocol.PublishResponse{}, nil
+}
+
+// publishToService gives a Service what is addressed to it: status for this
+// server's source ID, and spec resyncs (which other sources hear too, so
+// handled is false for them).
+func (s *Server) publishToService(ctx context.Context, route options.Route, pbe *pb.CloudEvent) (handled bool, err error) {
+	et, err := types.ParseEventType(pbe.GetType())
+	if err != nil {
+		return false, nil
+	}
+	b := s.serviceFor(et.DataType)
+	if b == nil {
+		return false, nil
+	}
+	switch {
+	case route.Role == options.RoleStatus && route.Source == s.sourceID:
+		evt, err := format.FromProto(pbe)
+		if err != nil {
+			return true, status.Errorf(codes.InvalidArgument, "event %s: %v", pbe.GetId(), err)
+		}
+		if err := s.handleStatus(ctx, b, route, evt); err != nil {
+			if _, ok := status.FromError(err); ok && status.Code(err) != codes.Unknown {
+				return true, err
+			}
+			return true, status.Errorf(codes.Internal, "handle status %s: %v", pbe.GetId(), err)
+		}
+		return true, nil
+	case route.Role == options.RoleSpecResync:
+		evt, err := format.FromProto(pbe)
+		if err != nil {
+			return true, status.Errorf(codes.InvalidArgument, "event %s: %v", pbe.GetId(), err)
+		}
+		for _, sub := range s.reg.agentsOf(route.Cluster) {
+			if sub.work == nil || !slices.Contains(s.servicesFor(sub.dataTypes), b) {
+				continue // not an agent this server serves b's data type to
+			}
+			sub.schedule(func(ctx context.Context) { sub.agentWork(s).answerSpecResync(ctx, b, evt) })
+		}
+	}
+	return false, nil
+}
+
+// Subscribe implements protocol.CloudEventServiceServer.
+func (in *instance) Subscribe(req *protocol.SubscriptionRequest, stream grpc.ServerStreamingServer[protocol.SubscriptionResponse]) error {
+	s := in.s
+	ctx := stream.Context()
+	id, err := s.authenticate(ctx)
+	if err != nil {
+		return err
+	}
+	if (req.GetSource() == "") == (req.GetClusterName() == "") {
+		return status.Error(codes.InvalidArgument, "a subscription names exactly one of source and cluster_name")
+	}
+	areq := Request{Verb: VerbSubscribe, Role: options.RoleSpec, Cluster: req.GetClusterName()}
+	if req.GetSource() != "" {
+		areq = Request{Verb: VerbSubscribe, Role: options.RoleStatus, Source: req.GetSource()}
+	}
+	dts := req.GetDataTypes()
+	if len(dts) == 0 {
+		dts = []string{""}
+	}
+	for _, dt := range dts {
+		if s.metrics != nil {
+			l := ceLabels{cluster: req.GetClusterName(), dataType: dt, method: "Subscribe"}
+			s.metrics.ceCall(l)
+			s.metrics.ceReceived(l)
+		}
+		areq.DataType = dt
+		if err := s.authorize(ctx, id, areq); err != nil {
+			return err
+		}
+	}
+
+	var bs []*binding
+	if req.GetClusterName() != "" {
+		bs = s.servicesFor(req.GetDataTypes())
+	}
+	sub := newSubscriber(s.nextID.Add(1), req, id, s.queueSize, len(bs) > 0)
+	log := s.log.WithValues("subscriber", sub.id, "source", sub.source, "cluster", sub.cluster, "user", id.User)
+	s.reg.add(sub)
+	defer s.reg.remove(sub)
+	log.V(2).Info("subscribed", "dataTypes", req.GetDataTypes())
+
+	// The first heartbeat tells the client the subscription is in place:
+	// what is published from now on reaches it.
+	if err := stream.Send(s.heartbeatMessage()); err != nil {
+		return err
+	}
+	if len(bs) > 0 {
+		// The worker answers resyncs for the Services; it ends with the
+		// stream.
+		wctx, cancel := context.WithCancel(ctx)
+		done := make(chan struct{})
+		defer func() { cancel(); <-done }()
+		go func() {
+			defer close(done)
+			sub.runWork(wctx)
+		}()
+		for _, b := range bs {
+			sub.schedule(func(ctx context.Context) { sub.agentWork(s).requestStatusResync(ctx, b) })
+		}
+	}
+
+	var tick <-chan time.Time
+	if s.heartbeat > 0 {
+		ticker := time.NewTicker(s.heartbeat)
+		defer ticker.Stop()
+		tick = ticker.C
+	}
+	busy := false // sent something since the last tick
+	for {
+		select {
+		case q := <-sub.queue:
+			if err := stream.Send(q.msg); err != nil {
+				return err
+			}
+			busy = true
+			if s.metrics != nil {
+				s.metrics.ceSent(ceLabels{cluster: q.cluster, dataType: q.dataType, method: "Subscribe"})
+			}
+		case <-tick:
+			if !busy {
+				if err := stream.Send(s.heartbeatMessage()); err != nil {
+					return err
+				}
+			}
+			busy = false
+		case <-sub.gone:
+			log.Info("subscriber fell behind; ending its stream", "queueSize", s.queueSize)
+			return status.Errorf(codes.ResourceExhausted, "subscriber fell behind (more than %d events queued): resubscribe and resync", s.queueSize)
+		case <-in.stopping:
+			return status.Error(codes.Unavailable, "server shutting down")
+		case <-ctx.Done():
+			log.V(2).Info("unsubscribed")
+			return status.FromContextError(ctx.Err()).Err()
+		}
+	}
+}
+
+func (s *Server) heartbeatMessage() *protocol.SubscriptionResponse {
+	ms := int64(0)
+	if s.heartbeat > 0 {
+		ms = s.heartbeat.Milliseconds()
+		if ms == 0 {
+			ms = 1
+		}
+	}
+	return &protocol.SubscriptionResponse{Kind: &protocol.SubscriptionResponse_Heartbeat{
+		Heartbeat: &protocol.Heartbeat{IntervalMillis: ms},
+	}}
+}
+
+// runWork runs the subscriber's Service tasks until ctx ends.
+func (sub *subscriber) runWork(ctx context.Context) {
+	for {
+		select {
+		case f := <-sub.work:
+			f(ctx)
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+// agentWork returns the worker state of an agent subscriber; only its
+// worker goroutine calls it.
+func (sub *subscriber) agentWork(s *Server) *agentWork {
+	if sub.state == nil {
+		sub.state = &agentWork{s: s, sub: sub, sessions: map[string]*resyncSession{}}
+	}
+	return sub.state
+}
+
+// authenticate returns the caller's verified identity.
+func (s *Server) authenticate(ctx context.Context) (Identity, error) {
+	if s.authn == nil {
+		return Identity{User: "system:anonymous"}, nil
+	}
+	creds := credentialsFrom(ctx)
+	if creds.Token == "" && len(creds.Certificates) == 0 {
+		return Identity{}, status.Error(codes.Unauthenticated, "no credentials: present a client certificate or a bearer token")
+	}
+	id, err := s.authnCache.get(credentialsKey(creds), func() (Identity, error) {
+		return s.authn.Authenticate(ctx, creds)
+	}, func(error) bool { return false })
+	if err != nil {
+		if st, ok := status.FromError(err); ok && st.Code() != codes.Unknown {
+			return Identity{}, err
+		}
+		if errors.Is(err, ErrNoCredentials) {
+			return Identity{}, status.Error(codes.Unauthenticated, "no credentials this server accepts")
+		}
+		return Identity{}, status.Errorf(codes.Unauthenticated, "authentication failed: %v", err)
+	}
+	return id, nil
+}
+
+func credentialsFrom(ctx context.Context) Credentials {
+	var c Credentials
+	if md, ok := metadata.FromIncomingContext(ctx); ok {
+		for _, v := range md.Get("authorization") {
+			if len(v) > 7 && strings.EqualFold(v[:7], "bearer ") {
+				c.Token = strings.TrimSpace(v[7:])
+				break
+			}
+		}
+	}
+	if p, ok := peer.FromContext(ctx); ok {
+		if ti, ok := p.AuthInfo.(credentials.TLSInfo); ok && len(ti.State.VerifiedChains) > 0 {
+			c.Certificates = ti.State.VerifiedChains[0]
+		}
+	}
+	return c
+}
+
+// authorize checks req for id.
+func (s *Server) authorize(ctx context.Context, id Identity, req Request) error {
+	if s.authz == nil {
+		return nil
+	}
+	_, err := s.authzCache.get(requestKey(id, req), func() (struct{}, error) {
+		return struct{}{}, s.authz.Authorize(ctx, id, req)
+	}, func(err error) bool { return errors.Is(err, ErrDenied) })
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, ErrDenied):
+		return status.Error(codes.PermissionDenied, err.Error())
+	default:
+		if st, ok := status.FromError(err); ok && st.Code() != codes.Unknown {
+			return err
+		}
+		return status.Errorf(codes.Unavailable, "authorization: %v", err)
+	}
+}

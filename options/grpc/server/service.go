@@ -1,0 +1,361 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	format "github.com/cloudevents/sdk-go/binding/format/protobuf/v2"
+	"github.com/cloudevents/sdk-go/binding/format/protobuf/v2/pb"
+	cloudevents "github.com/cloudevents/sdk-go/v2"
+	"github.com/google/uuid"
+
+	"github.com/workwire/sdk-go/generic/types"
+	"github.com/workwire/sdk-go/options"
+	"github.com/workwire/sdk-go/options/grpc/protocol"
+)
+
+// Service is the persistence layer of one data type the server is itself
+// the source of (seed 004), backed for example by a kube-apiserver or a
+// database. With a Service registered (WithService), the server answers
+// agents' spec resyncs for its data type from List, sends agents the
+// resources the Service reports changed, and hands agents' status events to
+// HandleStatusUpdate. Replicas of the server that share one backing store
+// share their state through it, and through nothing else.
+//
+// Implementations must be goroutine-safe.
+type Service interface {
+	// Get returns the spec event of one resource: a complete CloudEvent of
+	// the Service's data type (type "<data type>.spec.<action>", with the
+	// resourceid, resourceversion and clustername extensions, and
+	// deletiontimestamp while it is being deleted), as the server sends it
+	// to the resource's cluster. It returns an error wrapping ErrNotFound
+	// for a resource it does not hold.
+	Get(ctx context.Context, resourceID string) (*cloudevents.Event, error)
+	// List returns the spec events of the resources opts selects.
+	List(ctx context.Context, opts ListOptions) ([]*cloudevents.Event, error)
+	// HandleStatusUpdate stores a status an agent reported. An error reaches
+	// the agent, whose publish fails (a gRPC status error keeps its code).
+	HandleStatusUpdate(ctx context.Context, evt *cloudevents.Event) error
+	// RegisterHandler registers handler to be told of every change of the
+	// Service's resources. Every replica of the server registers one, so a
+	// Service must support several.
+	RegisterHandler(handler EventHandler)
+}
+
+// ListOptions selects resources of a Service.
+type ListOptions struct {
+	// ClusterName selects the resources of one cluster.
+	ClusterName string
+	// DataType is the Service's data type, as registered.
+	DataType string
+}
+
+// EventHandler is what a Service tells about changes. The server's
+// implementation Gets the resource and queues it for the agents of its
+// cluster that are connected to this replica; it never blocks for long.
+type EventHandler interface {
+	// OnCreate tells that a resource was created.
+	OnCreate(ctx context.Context, dataType, resourceID string) error
+	// OnUpdate tells that a resource changed, including that it is being
+	// deleted (its deletiontimestamp is set).
+	OnUpdate(ctx context.Context, dataType, resourceID string) error
+	// OnDelete tells that a resource is gone. A Service that still answers
+	// Get for it (a Kubernetes object with a finalizer) has it sent once
+	// more; one that does not leaves it to the agent's next spec resync,
+	// which the server answers with a delete_request.
+	OnDelete(ctx context.Context, dataType, resourceID string) error
+}
+
+// StatusHasher is implemented by a Service that can tell the status hash
+// (generic.StatusHash) of every resource of a cluster it holds. When a
+// Service implements it, the status resync the server sends an agent that
+// subscribes lists them, and the agent sends only the statuses that
+// differ; without it the agent sends every status.
+type StatusHasher interface {
+	StatusHashes(ctx context.Context, cluster string) ([]types.StatusHash, error)
+}
+
+// ErrNotFound is wrapped by a Service's Get for a resource it does not hold.
+var ErrNotFound = errors.New("resource not found")
+
+// binding is a Service registered for one data type.
+type binding struct {
+	dataType types.DataType
+	svc      Service
+}
+
+// serviceFor returns the binding of dt (plural or singular form), or nil.
+func (s *Server) serviceFor(dt types.DataType) *binding {
+	if b := s.services[dt]; b != nil {
+		return b
+	}
+	return s.services[dt.Singular()]
+}
+
+// servicesFor returns the bindings an agent subscribed to dataTypes is
+// served by (all of them for an empty list).
+func (s *Server) servicesFor(dataTypes []string) []*binding {
+	var out []*binding
+	if len(dataTypes) == 0 {
+		for _, b := range s.bindings {
+			out = append(out, b)
+		}
+		return out
+	}
+	for _, name := range dataTypes {
+		dt, err := types.ParseDataType(name)
+		if err != nil {
+			continue
+		}
+		if b := s.serviceFor(dt); b != nil {
+			out = append(out, b)
+		}
+	}
+	return out
+}
+
+// serviceHandler is the EventHandler the server registers with a Service.
+type serviceHandler struct {
+	s *Server
+	b *binding
+}
+
+func (h serviceHandler) OnCreate(ctx context.Context, _, resourceID string) error {
+	return h.s.sendFromService(ctx, h.b, resourceID)
+}
+
+func (h serviceHandler) OnUpdate(ctx context.Context, _, resourceID string) error {
+	return h.s.sendFromService(ctx, h.b, resourceID)
+}
+
+func (h serviceHandler) OnDelete(ctx context.Context, _, resourceID string) error {
+	err := h.s.sendFromService(ctx, h.b, resourceID)
+	if errors.Is(err, ErrNotFound) {
+		return nil // the agent's next spec resync removes it
+	}
+	return err
+}
+
+// sendFromService queues a resource's current spec for the agents of its
+// cluster connected to this server.
+func (s *Server) sendFromService(ctx context.Context, b *binding, resourceID string) error {
+	evt, err := b.svc.Get(ctx, resourceID)
+	if err != nil {
+		return fmt.Errorf("get %s %s: %w", b.dataType, resourceID, err)
+	}
+	cluster, err := types.RequiredString(evt, types.ExtClusterName)
+	if err != nil {
+		return fmt.Errorf("%s %s: %w", b.dataType, resourceID, err)
+	}
+	pbe, err := format.ToProto(evt)
+	if err != nil {
+		return fmt.Errorf("encode %s %s: %w", b.dataType, resourceID, err)
+	}
+	route := options.Route{Role: options.RoleSpec, Source: s.sourceID, Cluster: cluster}
+	n := s.reg.route(route, queued{msg: eventMessage(route, pbe), cluster: cluster, dataType: b.dataType.String()})
+	s.log.V(4).Info("sent a change from the service", "dataType", b.dataType, "resourceID", resourceID, "cluster", cluster, "subscribers", n)
+	return nil
+}
+
+// handleStatus hands an agent's status to the Service of its data type.
+func (s *Server) handleStatus(ctx context.Context, b *binding, route options.Route, evt *cloudevents.Event) error {
+	if c, ok, _ := types.StringExtension(evt, types.ExtClusterName); !ok || c == "" {
+		evt.SetExtension(types.ExtClusterName, route.Cluster) // the verified cluster
+	}
+	return b.svc.HandleStatusUpdate(ctx, evt)
+}
+
+// resyncSession assembles the batches of one spec resync of one agent for
+// one data type. It is used only by the agent's worker goroutine.
+type resyncSession struct {
+	id   string
+	got  map[int]bool
+	seen map[string]bool
+	mine map[string]*cloudevents.Event
+}
+
+// agentWork is the Service state of one agent subscription, owned by its
+// worker goroutine.
+type agentWork struct {
+	s        *Server
+	sub      *subscriber
+	sessions map[string]*resyncSession // by data type
+}
+
+// requestStatusResync asks the agent for the statuses of b's resources
+// that the Service lacks.
+func (w *agentWork) requestStatusResync(ctx context.Context, b *binding) {
+	var hashes []types.StatusHash
+	if h, ok := b.svc.(StatusHasher); ok {
+		var err error
+		if hashes, err = h.StatusHashes(ctx, w.sub.cluster); err != nil {
+			w.s.log.Error(err, "status hashes; asking for every status", "dataType", b.dataType, "cluster", w.sub.cluster)
+			hashes = nil
+		}
+	}
+	batches := types.Batches(hashes, types.MaxBatchEntries, types.MaxBatchBytes, types.StatusHashSize)
+	if len(batches) == 0 {
+		batches = [][]types.StatusHash{{}}
+	}
+	resyncID := uuid.NewString()
+	et := types.EventType{DataType: b.dataType, SubResource: types.SubResourceStatus, Action: types.ResyncRequest}
+	for i, batch := range batches {
+		evt := w.s.newEvent(et)
+		evt.SetExtension(types.ExtResyncID, resyncID)
+		evt.SetExtension(types.ExtResyncBatch, int32(i))
+		evt.SetExtension(types.ExtResyncBatches, int32(len(batches)))
+		if err := evt.SetData(cloudevents.ApplicationJSON, types.StatusHashList{StatusHashes: batch}); err != nil {
+			w.s.log.Error(err, "encode status resync", "dataType", b.dataType)
+			return
+		}
+		route := options.Route{Role: options.RoleStatusResync, Source: w.s.sourceID}
+		if !w.send(ctx, route, b, evt) {
+			return
+		}
+	}
+}
+
+// answerSpecResync answers one batch of the agent's spec resync for b's
+// data type: every resource it names that the Service holds newer (or is
+// deleting), a delete_request for every resource it names and attributes to
+// this server that the Service no longer holds, and, with the last batch,
+// every resource of the agent's cluster no batch named.
+func (w *agentWork) answerSpecResync(ctx context.Context, b *binding, batch *cloudevents.Event) {
+	log := w.s.log.WithValues("dataType", b.dataType, "cluster", w.sub.cluster)
+	resyncID, index, total, err := batchInfo(batch)
+	if err != nil {
+		log.Error(err, "malformed spec resync; skipped")
+		return
+	}
+	req, err := types.DecodeResourceVersionList(batch.Data())
+	if err != nil {
+		log.Error(err, "malformed spec resync; skipped")
+		return
+	}
+	src, _, _ := types.StringExtension(batch, types.ExtOriginalSource)
+	deleteOrphans := src == w.s.sourceID
+	key := b.dataType.String()
+	sess := w.sessions[key]
+	if sess == nil || sess.id != resyncID {
+		evts, err := b.svc.List(ctx, ListOptions{ClusterName: w.sub.cluster, DataType: key})
+		if err != nil {
+			log.Error(err, "list for spec resync; the agent's next resync retries")
+			return
+		}
+		sess = &resyncSession{id: resyncID, got: map[int]bool{}, seen: map[string]bool{}, mine: make(map[string]*cloudevents.Event, len(evts))}
+		for _, e := range evts {
+			if id, _, _ := types.StringExtension(e, types.ExtResourceID); id != "" {
+				sess.mine[id] = e
+			}
+		}
+		w.sessions[key] = sess
+	}
+	if sess.got[index] {
+		return
+	}
+	route := options.Route{Role: options.RoleSpec, Source: w.s.sourceID, Cluster: w.sub.cluster}
+	sent := 0
+	for _, e := range req.ResourceVersions {
+		sess.seen[e.ResourceID] = true
+		evt, ok := sess.mine[e.ResourceID]
+		switch {
+		case ok:
+			v, _, _ := types.Int64Extension(evt, types.ExtResourceVersion)
+			_, deleting, _ := types.TimeExtension(evt, types.ExtDeletionTimestamp)
+			if v > e.ResourceVersion || deleting {
+				if !w.send(ctx, route, b, evt) {
+					return
+				}
+				sent++
+			}
+		case deleteOrphans:
+			if !w.send(ctx, route, b, w.s.orphanDelete(b, w.sub.cluster, e)) {
+				return
+			}
+			sent++
+		}
+	}
+	sess.got[index] = true
+	if len(sess.got) < total {
+		return
+	}
+	for id, evt := range sess.mine {
+		if sess.seen[id] {
+			continue
+		}
+		if !w.send(ctx, route, b, evt) {
+			return
+		}
+		sent++
+	}
+	delete(w.sessions, key)
+	log.V(2).Info("answered spec resync", "sent", sent, "held", len(sess.mine))
+}
+
+// send queues evt for the agent, waiting for room; false when the
+// subscriber is gone.
+func (w *agentWork) send(ctx context.Context, route options.Route, b *binding, evt *cloudevents.Event) bool {
+	pbe, err := format.ToProto(evt)
+	if err != nil {
+		w.s.log.Error(err, "encode event from the service; skipped", "id", evt.ID())
+		return true
+	}
+	return w.sub.offerWait(ctx, queued{msg: eventMessage(route, pbe), cluster: w.sub.cluster, dataType: b.dataType.String()}) == nil
+}
+
+// orphanDelete is the delete_request for a resource the agent holds and the
+// Service does not.
+func (s *Server) orphanDelete(b *binding, cluster string, e types.ResourceVersion) *cloudevents.Event {
+	evt := s.newEvent(types.EventType{DataType: b.dataType, SubResource: types.SubResourceSpec, Action: types.DeleteRequest})
+	evt.SetExtension(types.ExtResourceID, e.ResourceID)
+	evt.SetExtension(types.ExtClusterName, cluster)
+	types.SetTimeExtension(evt, types.ExtDeletionTimestamp, time.Now())
+	if err := types.SetInt32Extension(evt, types.ExtResourceVersion, e.ResourceVersion); err != nil {
+		evt.SetExtension(types.ExtResourceVersion, int32(0))
+	}
+	return evt
+}
+
+func (s *Server) newEvent(et types.EventType) *cloudevents.Event {
+	evt := cloudevents.NewEvent()
+	evt.SetID(uuid.NewString())
+	evt.SetSource(s.sourceID)
+	evt.SetType(et.String())
+	evt.SetTime(time.Now())
+	return &evt
+}
+
+// batchInfo reads a resync event's batch extensions; an event without them
+// is a whole resync of its own.
+func batchInfo(evt *cloudevents.Event) (id string, index, total int, err error) {
+	id, ok, err := types.StringExtension(evt, types.ExtResyncID)
+	if err != nil {
+		return "", 0, 0, err
+	}
+	if !ok || id == "" {
+		return evt.ID(), 0, 1, nil
+	}
+	i, _, err := types.Int64Extension(evt, types.ExtResyncBatch)
+	if err != nil {
+		return "", 0, 0, err
+	}
+	n, ok, err := types.Int64Extension(evt, types.ExtResyncBatches)
+	if err != nil {
+		return "", 0, 0, err
+	}
+	if !ok {
+		n = 1
+	}
+	if n < 1 || n > 1<<20 || i < 0 || i >= n {
+		return "", 0, 0, fmt.Errorf("resync batch %d of %d is out of range", i, n)
+	}
+	return id, int(i), int(n), nil
+}
+
+func eventMessage(route options.Route, pbe *pb.CloudEvent) *protocol.SubscriptionResponse {
+	return &protocol.SubscriptionResponse{Kind: &protocol.SubscriptionResponse_Event{
+		Event: &protocol.RoutedEvent{Event: pbe, Route: protocol.RouteToProto(route)},
+	}}
+}

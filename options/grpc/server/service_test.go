@@ -1,0 +1,161 @@
+package server_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	format "github.com/cloudevents/sdk-go/binding/format/protobuf/v2"
+	"github.com/cloudevents/sdk-go/binding/format/protobuf/v2/pb"
+	cloudevents "github.com/cloudevents/sdk-go/v2"
+	grpclib "google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/workwire/sdk-go/generic/types"
+	"github.com/workwire/sdk-go/options"
+	"github.com/workwire/sdk-go/options/grpc/grpctest"
+	"github.com/workwire/sdk-go/options/grpc/protocol"
+	"github.com/workwire/sdk-go/options/grpc/server"
+	"github.com/workwire/sdk-go/options/transporttest"
+)
+
+func specFromService(id, cluster string, version int32) *cloudevents.Event {
+	evt := event("svc-"+id, "spec.create_request", map[string]string{types.ExtClusterName: cluster})
+	evt.SetSource(server.DefaultSourceID)
+	evt.SetExtension(types.ExtResourceID, id)
+	evt.SetExtension(types.ExtResourceVersion, version)
+	return evt
+}
+
+func specsOf(r *transporttest.Recorder) map[string]string {
+	out := map[string]string{}
+	for _, d := range r.Deliveries() {
+		if d.Route.Role != options.RoleSpec {
+			continue
+		}
+		id, _, _ := types.StringExtension(d.Event, types.ExtResourceID)
+		out[id] = d.Event.Type()
+	}
+	return out
+}
+
+// The server answers an agent's spec resync from its Service as a source
+// does: newer resources, a delete for what it no longer holds, and what
+// the agent lacks; nothing the agent holds current.
+func TestServiceAnswersSpecResync(t *testing.T) {
+	svc := server.NewMemoryService(dataType)
+	srv := grpctest.NewServer(t, server.WithService(dataType, svc))
+	ctx := context.Background()
+	for _, e := range []*cloudevents.Event{
+		specFromService("newer", "cluster1", 2),
+		specFromService("current", "cluster1", 5),
+		specFromService("missing", "cluster1", 1),
+		specFromService("elsewhere", "cluster2", 1),
+	} {
+		if err := svc.Put(ctx, e); err != nil {
+			t.Fatal(err)
+		}
+	}
+	agent := newTransport(t, srv.Config())
+	recv := mustStart(t, agent, options.AgentSubscriptions("cluster1", []string{dataType}))
+	resync := event("resync", "spec.resync_request", map[string]string{
+		types.ExtClusterName: "cluster1", types.ExtOriginalSource: server.DefaultSourceID,
+	})
+	_ = resync.SetData(cloudevents.ApplicationJSON, types.ResourceVersionList{ResourceVersions: []types.ResourceVersion{
+		{ResourceID: "newer", ResourceVersion: 1}, {ResourceID: "current", ResourceVersion: 5}, {ResourceID: "orphan", ResourceVersion: 3},
+	}})
+	if err := send(agent, options.Route{Role: options.RoleSpecResync, Cluster: "cluster1"}, resync); err != nil {
+		t.Fatal(err)
+	}
+	recv.Wait(t, "the resync answer", 10*time.Second, func() bool { return len(specsOf(recv)) >= 3 })
+	// A marker through the same queue: anything else of the answer came before it.
+	if err := svc.Put(ctx, specFromService("marker", "cluster1", 1)); err != nil {
+		t.Fatal(err)
+	}
+	recv.Wait(t, "the marker", 10*time.Second, func() bool { _, ok := specsOf(recv)["marker"]; return ok })
+	got := specsOf(recv)
+	want := map[string]string{
+		"newer":   dataType + ".spec.create_request",
+		"missing": dataType + ".spec.create_request",
+		"orphan":  dataType + ".spec.delete_request",
+		"marker":  dataType + ".spec.create_request",
+	}
+	for id, typ := range want {
+		if got[id] != typ {
+			t.Errorf("%s: got %q, want %q", id, got[id], typ)
+		}
+	}
+	for _, id := range []string{"current", "elsewhere"} {
+		if _, ok := got[id]; ok {
+			t.Errorf("%s was sent", id)
+		}
+	}
+
+	// Status for the server goes to the Service; one it refuses fails the publish.
+	st := event("st", "status.update_request", map[string]string{types.ExtClusterName: "cluster1", types.ExtOriginalSource: server.DefaultSourceID})
+	st.SetExtension(types.ExtResourceID, "newer")
+	if err := send(agent, options.Route{Role: options.RoleStatus, Source: server.DefaultSourceID, Cluster: "cluster1"}, st); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := svc.Status("newer"); !ok {
+		t.Error("the service has no status")
+	}
+	st.SetExtension(types.ExtResourceID, "unknown")
+	if err := send(agent, options.Route{Role: options.RoleStatus, Source: server.DefaultSourceID, Cluster: "cluster1"}, st); status.Code(err) != codes.Internal {
+		t.Errorf("status of an unknown resource: %v, want Internal", err)
+	}
+}
+
+// A peer that sends only the event (no route) is routed by the event's own
+// attributes; a request without the required attributes is refused.
+func TestPublishWithoutARoute(t *testing.T) {
+	srv := grpctest.NewServer(t)
+	agent := newTransport(t, srv.Config())
+	recv := mustStart(t, agent, options.AgentSubscriptions("cluster1", []string{dataType}))
+	conn, err := grpclib.NewClient(srv.Addr(), grpclib.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	client := protocol.NewCloudEventServiceClient(conn)
+	evt := event("bare", "spec.create_request", map[string]string{types.ExtClusterName: "cluster1"})
+	evt.SetSource("hub")
+	pbe, err := format.ToProto(evt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := client.Publish(ctx, &protocol.PublishRequest{Event: pbe}); err != nil {
+		t.Fatal(err)
+	}
+	recv.Wait(t, "the event routed by its attributes", 10*time.Second, func() bool { return find(recv, "bare") })
+	if d := recv.Deliveries()[0]; d.Route != (options.Route{Role: options.RoleSpec, Source: "hub", Cluster: "cluster1"}) {
+		t.Errorf("route %+v", d.Route)
+	}
+	for name, req := range map[string]*protocol.PublishRequest{
+		"no event":           {},
+		"no id":              {Event: withID(pbe, "")},
+		"malformed type":     {Event: withType(pbe, "nonsense")},
+		"no original source": {Event: withType(pbe, dataType+".status.update_request")},
+	} {
+		if _, err := client.Publish(ctx, req); status.Code(err) != codes.InvalidArgument {
+			t.Errorf("%s: %v, want InvalidArgument", name, err)
+		}
+	}
+}
+
+func withType(e *pb.CloudEvent, typ string) *pb.CloudEvent {
+	c := proto.Clone(e).(*pb.CloudEvent)
+	c.Type = typ
+	return c
+}
+
+func withID(e *pb.CloudEvent, id string) *pb.CloudEvent {
+	c := proto.Clone(e).(*pb.CloudEvent)
+	c.Id = id
+	return c
+}

@@ -1,0 +1,662 @@
+package grpc
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	format "github.com/cloudevents/sdk-go/binding/format/protobuf/v2"
+	cloudevents "github.com/cloudevents/sdk-go/v2"
+	"github.com/go-logr/logr"
+	grpclib "google.golang.org/grpc"
+	"google.golang.org/grpc/backoff"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/connectivity"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/keepalive"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+	"k8s.io/klog/v2"
+
+	"github.com/workwire/sdk-go/options"
+	"github.com/workwire/sdk-go/options/grpc/protocol"
+)
+
+// Option configures what a config file cannot hold.
+type Option func(*Transport)
+
+// WithLogger sets the transport's logger. Default: klog.Background().
+func WithLogger(l logr.Logger) Option { return func(t *Transport) { t.log = l } }
+
+// WithTLSConfig sets the TLS configuration directly (for certificates held
+// in memory); it replaces Config.TLS. Default: built from Config.TLS.
+func WithTLSConfig(c *tls.Config) Option { return func(t *Transport) { t.tlsConfig = c } }
+
+// WithDialOptions adds gRPC dial options after the ones the transport
+// derives from its Config (later options win), for example per-RPC
+// credentials of another kind or a custom resolver. Default: none.
+func WithDialOptions(opts ...grpclib.DialOption) Option {
+	return func(t *Transport) { t.dialOpts = append(t.dialOpts, opts...) }
+}
+
+// Transport carries CloudEvents to and from a workwire gRPC broker
+// (options/grpc/server): Send is a unary Publish, and Start opens one
+// Subscribe stream per side it subscribes for (a source ID, a cluster name).
+// It implements options.Transport: it resubscribes with capped exponential
+// backoff when a stream ends or goes silent past its heartbeat timeout, and
+// tells its receiver after every resubscription, so the client resyncs.
+// A Transport is goroutine-safe.
+type Transport struct {
+	cfg       Config
+	tlsConfig *tls.Config
+	dialOpts  []grpclib.DialOption
+	log       logr.Logger
+	backoff   options.Backoff
+	maxEvent  int
+
+	mu      sync.Mutex
+	started bool
+	closed  bool
+	conn    *grpclib.ClientConn
+	client  protocol.CloudEventServiceClient
+	recv    options.Receiver
+	subs    []options.Subscription
+	reqs    []*protocol.SubscriptionRequest
+
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+}
+
+var _ options.Transport = (*Transport)(nil)
+
+// New returns a gRPC transport for cfg. It validates cfg and does no
+// network I/O: the connection is made by Start.
+func New(cfg Config, opts ...Option) (*Transport, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	t := &Transport{
+		cfg: cfg,
+		log: klog.Background(),
+		backoff: options.Backoff{
+			Min: orDefault(cfg.ReconnectMinBackoff, DefaultReconnectMinBackoff),
+			Max: orDefault(cfg.ReconnectMaxBackoff, DefaultReconnectMaxBackoff),
+		},
+		maxEvent: orDefaultInt(cfg.MaxEventBytes, DefaultMaxEventBytes),
+	}
+	for _, o := range opts {
+		o(t)
+	}
+	if t.tlsConfig == nil {
+		var err error
+		if t.tlsConfig, err = cfg.TLS.Build(cfg.serverHost()); err != nil {
+			return nil, err
+		}
+	}
+	t.log = t.log.WithValues("server", cfg.ServerAddress)
+	t.ctx, t.cancel = context.WithCancel(context.Background())
+	return t, nil
+}
+
+func (t *Transport) dialOptions() []grpclib.DialOption {
+	cfg := t.cfg
+	creds := insecure.NewCredentials()
+	if t.tlsConfig != nil {
+		creds = credentials.NewTLS(t.tlsConfig)
+	}
+	minBackoff := orDefault(cfg.ReconnectMinBackoff, DefaultReconnectMinBackoff)
+	maxBackoff := orDefault(cfg.ReconnectMaxBackoff, DefaultReconnectMaxBackoff)
+	opts := []grpclib.DialOption{
+		grpclib.WithTransportCredentials(creds),
+		// The channel's own reconnects follow the same bounds as ours
+		// (gRPC's default waits up to 120s between attempts).
+		grpclib.WithConnectParams(grpclib.ConnectParams{
+			Backoff:           backoff.Config{BaseDelay: minBackoff, Multiplier: 1.6, Jitter: 0.2, MaxDelay: maxBackoff},
+			MinConnectTimeout: orDefault(cfg.DialTimeout, DefaultDialTimeout),
+		}),
+		grpclib.WithDefaultCallOptions(
+			grpclib.MaxCallRecvMsgSize(orDefaultInt(cfg.MaxReceiveBytes, DefaultMaxReceiveBytes)),
+			grpclib.MaxCallSendMsgSize(t.maxEvent),
+		),
+	}
+	if ka := orDefault(cfg.KeepAliveTime, DefaultKeepAliveTime); ka > 0 {
+		opts = append(opts, grpclib.WithKeepaliveParams(keepalive.ClientParameters{
+			Time:                ka,
+			Timeout:             orDefault(cfg.KeepAliveTimeout, DefaultKeepAliveTimeout),
+			PermitWithoutStream: true,
+		}))
+	}
+	if cfg.TokenFile != "" {
+		opts = append(opts, grpclib.WithPerRPCCredentials(newFileToken(cfg.TokenFile, !cfg.AllowTokenWithoutTLS)))
+	}
+	return append(opts, t.dialOpts...)
+}
+
+// Start connects, subscribes to subs and then keeps the subscriptions up
+// until Close. Subscriptions map to Subscribe streams by side: a status
+// subscription names its source and a spec subscription its cluster; spec
+// resync subscriptions ride on the source's stream and status resync
+// subscriptions on the agent's. With no subscriptions Start only waits for
+// the connection. It retries with backoff until ctx ends, except when the
+// broker refuses the credentials or a subscription (Unauthenticated,
+// PermissionDenied, InvalidArgument), which it reports at once.
+func (t *Transport) Start(ctx context.Context, subs []options.Subscription, r options.Receiver) error {
+	if r == nil {
+		return errors.New("grpc: receiver is nil")
+	}
+	reqs, err := subscriptionRequests(subs)
+	if err != nil {
+		return err
+	}
+	t.mu.Lock()
+	switch {
+	case t.closed:
+		t.mu.Unlock()
+		return options.ErrClosed
+	case t.started:
+		t.mu.Unlock()
+		return errors.New("grpc: started twice")
+	}
+	conn, err := grpclib.NewClient(t.cfg.ServerAddress, t.dialOptions()...)
+	if err != nil {
+		t.mu.Unlock()
+		return fmt.Errorf("grpc: client for %s: %w", t.cfg.ServerAddress, err)
+	}
+	t.started, t.recv, t.conn, t.client = true, r, conn, protocol.NewCloudEventServiceClient(conn)
+	t.subs, t.reqs = append([]options.Subscription(nil), subs...), reqs
+	// The supervisor's WaitGroup entry is taken while Close cannot have
+	// begun waiting (it sets closed under mu first).
+	t.wg.Add(1)
+	t.mu.Unlock()
+
+	// Close ends the first connect too.
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	defer context.AfterFunc(t.ctx, cancel)()
+
+	var last error
+	for attempt := 0; ; attempt++ {
+		sess, err := t.subscribe(ctx)
+		if err == nil {
+			t.log.V(2).Info("connected", "subscriptions", len(reqs))
+			go t.supervise(sess)
+			r.Connected()
+			return nil
+		}
+		last = err
+		if refused(err) {
+			t.wg.Done()
+			return err
+		}
+		t.log.V(2).Info("connect failed; retrying", "attempt", attempt, "err", err)
+		if !sleep(ctx, t.backoff.Delay(attempt)) {
+			t.wg.Done()
+			if t.ctx.Err() != nil {
+				return options.ErrClosed
+			}
+			return fmt.Errorf("grpc: connect to %s: %w (last error: %w)", t.cfg.ServerAddress, ctx.Err(), last)
+		}
+	}
+}
+
+// refused reports broker answers that retrying will not change.
+func refused(err error) bool {
+	switch status.Code(err) {
+	case codes.Unauthenticated, codes.PermissionDenied, codes.InvalidArgument, codes.Unimplemented:
+		return true
+	}
+	return false
+}
+
+// subscriptionRequests maps subscriptions to one Subscribe request per side.
+func subscriptionRequests(subs []options.Subscription) ([]*protocol.SubscriptionRequest, error) {
+	type side struct{ source, cluster string }
+	var order []side
+	dataTypes := map[side][]string{}
+	all := map[side]bool{}
+	add := func(s side, dts []string) {
+		if _, ok := dataTypes[s]; !ok {
+			order = append(order, s)
+			dataTypes[s] = nil
+		}
+		if len(dts) == 0 {
+			all[s] = true
+		}
+		dataTypes[s] = append(dataTypes[s], dts...)
+	}
+	var specResync, statusResync []options.Subscription
+	for _, s := range subs {
+		switch s.Role {
+		case options.RoleStatus:
+			if s.Source == "" {
+				return nil, errors.New("grpc: a status subscription must name its source: the broker sends a source only its own status")
+			}
+			add(side{source: s.Source}, s.DataTypes)
+		case options.RoleSpec:
+			if s.Cluster == "" {
+				return nil, errors.New("grpc: a spec subscription must name its cluster: the broker sends an agent only its own cluster's specs")
+			}
+			add(side{cluster: s.Cluster}, s.DataTypes)
+		case options.RoleSpecResync:
+			specResync = append(specResync, s)
+		case options.RoleStatusResync:
+			statusResync = append(statusResync, s)
+		default:
+			return nil, fmt.Errorf("grpc: subscription with unknown role %v", s.Role)
+		}
+	}
+	attach := func(resyncs []options.Subscription, agents bool, what string) error {
+		if len(resyncs) == 0 {
+			return nil
+		}
+		found := false
+		for _, s := range order {
+			if (s.cluster != "") == agents {
+				found = true
+				for _, r := range resyncs {
+					add(s, r.DataTypes)
+				}
+			}
+		}
+		if !found {
+			return fmt.Errorf("grpc: a %s subscription needs a %s subscription beside it: the broker streams them together", what, map[bool]string{true: "spec", false: "status"}[agents])
+		}
+		return nil
+	}
+	if err := attach(specResync, false, "spec resync"); err != nil {
+		return nil, err
+	}
+	if err := attach(statusResync, true, "status resync"); err != nil {
+		return nil, err
+	}
+	reqs := make([]*protocol.SubscriptionRequest, 0, len(order))
+	for _, s := range order {
+		req := &protocol.SubscriptionRequest{Source: s.source, ClusterName: s.cluster}
+		if !all[s] {
+			seen := map[string]bool{}
+			for _, dt := range dataTypes[s] {
+				if !seen[dt] {
+					seen[dt] = true
+					req.DataTypes = append(req.DataTypes, dt)
+				}
+			}
+		}
+		reqs = append(reqs, req)
+	}
+	return reqs, nil
+}
+
+// session is one set of Subscribe streams, up together and torn down
+// together.
+type session struct {
+	ctx     context.Context
+	cancel  context.CancelFunc
+	streams []*streamState
+	wg      sync.WaitGroup
+	mu      sync.Mutex
+	err     error // the first failure
+}
+
+type streamState struct {
+	req      *protocol.SubscriptionRequest
+	stream   grpclib.ServerStreamingClient[protocol.SubscriptionResponse]
+	lastRecv atomic.Int64 // unix nanoseconds
+	interval atomic.Int64 // the server's heartbeat interval, nanoseconds
+}
+
+func (s *session) fail(err error) {
+	s.mu.Lock()
+	if s.err == nil {
+		s.err = err
+	}
+	s.mu.Unlock()
+	s.cancel()
+}
+
+func (s *session) failure() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.err
+}
+
+// stop ends the session and waits for its receive goroutines.
+func (s *session) stop() {
+	s.cancel()
+	s.wg.Wait()
+}
+
+// subscribe opens every stream and waits for each one's first heartbeat,
+// which the server sends once the subscription is in place. ctx bounds the
+// wait; the session outlives it, until Close or a failure.
+func (t *Transport) subscribe(ctx context.Context) (*session, error) {
+	t.mu.Lock()
+	client, conn, reqs := t.client, t.conn, t.reqs
+	t.mu.Unlock()
+	sctx, cancel := context.WithCancel(t.ctx)
+	sess := &session{ctx: sctx, cancel: cancel}
+	if len(reqs) == 0 {
+		if err := waitReady(ctx, conn); err != nil {
+			cancel()
+			return nil, fmt.Errorf("grpc: connect to %s: %w", t.cfg.ServerAddress, err)
+		}
+		return sess, nil
+	}
+	// Until every stream is up, ctx (and a handshake timeout) bound the wait.
+	stopBound := context.AfterFunc(ctx, cancel)
+	handshake := time.AfterFunc(orDefault(t.cfg.DialTimeout, DefaultDialTimeout), cancel)
+	var err error
+	for _, req := range reqs {
+		st := &streamState{req: req}
+		st.stream, err = client.Subscribe(sctx, req, grpclib.WaitForReady(true))
+		if err != nil {
+			break
+		}
+		var first *protocol.SubscriptionResponse
+		first, err = st.stream.Recv()
+		if err != nil {
+			break
+		}
+		hb := first.GetHeartbeat()
+		if hb == nil {
+			err = errors.New("the server's first message is not a heartbeat")
+			break
+		}
+		st.interval.Store(int64(time.Duration(hb.GetIntervalMillis()) * time.Millisecond))
+		st.lastRecv.Store(time.Now().UnixNano())
+		sess.streams = append(sess.streams, st)
+	}
+	handshake.Stop()
+	stopBound()
+	if err == nil {
+		err = sctx.Err() // ctx, Close or the handshake timer ended it already
+	}
+	if err != nil {
+		cancel()
+		if ctx.Err() != nil {
+			err = fmt.Errorf("%w: %w", ctx.Err(), err)
+		}
+		return nil, fmt.Errorf("grpc: subscribe at %s: %w", t.cfg.ServerAddress, err)
+	}
+	for _, st := range sess.streams {
+		sess.wg.Add(1)
+		go t.receive(sess, st)
+	}
+	return sess, nil
+}
+
+func waitReady(ctx context.Context, conn *grpclib.ClientConn) error {
+	conn.Connect()
+	for {
+		s := conn.GetState()
+		if s == connectivity.Ready {
+			return nil
+		}
+		if !conn.WaitForStateChange(ctx, s) {
+			return ctx.Err()
+		}
+	}
+}
+
+// supervise owns the session: when it fails or goes silent it resubscribes
+// with backoff and tells the receiver, until Close.
+func (t *Transport) supervise(sess *session) {
+	defer t.wg.Done()
+	for {
+		err := t.watch(sess)
+		sess.stop()
+		if t.ctx.Err() != nil {
+			return
+		}
+		t.log.Info("subscription lost; resubscribing", "err", err)
+		for attempt := 0; ; attempt++ {
+			if !sleep(t.ctx, t.backoff.Delay(attempt)) {
+				return
+			}
+			next, err := t.subscribe(t.ctx)
+			if err != nil {
+				t.log.V(2).Info("resubscribe failed", "attempt", attempt, "err", err)
+				continue
+			}
+			sess = next
+			break
+		}
+		t.log.Info("resubscribed")
+		t.recv.Connected()
+	}
+}
+
+// watch returns when sess ends, or when one of its streams has been silent
+// past its heartbeat timeout.
+func (t *Transport) watch(sess *session) error {
+	var tick <-chan time.Time
+	if period := t.watchPeriod(sess); period > 0 {
+		ticker := time.NewTicker(period)
+		defer ticker.Stop()
+		tick = ticker.C
+	}
+	for {
+		select {
+		case <-sess.ctx.Done():
+			return sess.failure()
+		case <-tick:
+			now := time.Now().UnixNano()
+			for _, st := range sess.streams {
+				limit := t.heartbeatTimeout(st)
+				if limit > 0 && time.Duration(now-st.lastRecv.Load()) > limit {
+					err := fmt.Errorf("no heartbeat for %v", limit)
+					sess.fail(err)
+					return err
+				}
+			}
+		}
+	}
+}
+
+// heartbeatTimeout is how long st may be silent; 0 for no limit.
+func (t *Transport) heartbeatTimeout(st *streamState) time.Duration {
+	if t.cfg.HeartbeatTimeout < 0 {
+		return 0
+	}
+	interval := time.Duration(st.interval.Load())
+	if interval <= 0 {
+		return 0 // the server sends no heartbeats: an idle stream is fine
+	}
+	if t.cfg.HeartbeatTimeout > 0 {
+		return time.Duration(t.cfg.HeartbeatTimeout)
+	}
+	return DefaultHeartbeatMisses * interval
+}
+
+func (t *Transport) watchPeriod(sess *session) time.Duration {
+	var p time.Duration
+	for _, st := range sess.streams {
+		if l := t.heartbeatTimeout(st); l > 0 && (p == 0 || l/4 < p) {
+			p = l / 4
+		}
+	}
+	return p
+}
+
+// receive reads one stream until it fails or the session ends.
+func (t *Transport) receive(sess *session, st *streamState) {
+	defer sess.wg.Done()
+	for {
+		msg, err := st.stream.Recv()
+		if err != nil {
+			sess.fail(err)
+			return
+		}
+		st.lastRecv.Store(time.Now().UnixNano())
+		switch k := msg.GetKind().(type) {
+		case *protocol.SubscriptionResponse_Heartbeat:
+			st.interval.Store(int64(time.Duration(k.Heartbeat.GetIntervalMillis()) * time.Millisecond))
+		case *protocol.SubscriptionResponse_Event:
+			t.deliver(k.Event)
+		default:
+			// A message kind of a newer protocol: skip it.
+		}
+	}
+}
+
+// deliver decodes and hands over one event. What is not a valid CloudEvent
+// is reported and skipped; nothing received may stop the stream.
+func (t *Transport) deliver(re *protocol.RoutedEvent) {
+	defer func() {
+		// The SDK's converter is fed by the network: a panic in it must
+		// cost one message, not the process.
+		if p := recover(); p != nil {
+			t.recv.Malformed(fmt.Errorf("grpc: event: decoder panic: %v", p))
+		}
+	}()
+	pbe := re.GetEvent()
+	if pbe == nil {
+		t.recv.Malformed(errors.New("grpc: stream message without an event"))
+		return
+	}
+	route := protocol.RouteFromProto(re.GetRoute())
+	if route.Role == 0 {
+		if derived, err := protocol.DeriveRoute(pbe); err == nil {
+			route = derived
+		}
+	}
+	evt, err := format.FromProto(pbe)
+	if err != nil {
+		t.recv.Malformed(fmt.Errorf("grpc: event %q for %s: not a CloudEvent: %w", pbe.GetId(), route.Role, err))
+		return
+	}
+	if err := evt.Validate(); err != nil {
+		t.recv.Malformed(fmt.Errorf("grpc: event %q for %s: invalid CloudEvent: %w", pbe.GetId(), route.Role, err))
+		return
+	}
+	if route.Role != 0 && !t.wants(route) {
+		t.log.V(4).Info("dropped an event no subscription asked for", "id", evt.ID(), "route", route)
+		return
+	}
+	t.recv.Deliver(options.NewDelivery(route, evt, nil))
+}
+
+func (t *Transport) wants(r options.Route) bool {
+	for _, s := range t.subs { // t.subs is fixed once Start has set it
+		if s.Role == r.Role && (s.Source == "" || s.Source == r.Source) && (s.Cluster == "" || s.Cluster == r.Cluster) {
+			return true
+		}
+	}
+	return false
+}
+
+// Send publishes evt on route and waits for the broker to accept it. An
+// event whose publish request exceeds Config.MaxEventBytes fails with
+// options.ErrTooLarge without being sent; while the broker cannot be
+// reached Send fails with options.ErrNotConnected.
+func (t *Transport) Send(ctx context.Context, route options.Route, evt *cloudevents.Event) error {
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("grpc: send: %w", err)
+	}
+	if err := route.Validate(); err != nil {
+		return fmt.Errorf("grpc: %w", err)
+	}
+	t.mu.Lock()
+	client := t.client
+	var state error
+	switch {
+	case t.closed:
+		state = options.ErrClosed
+	case !t.started:
+		state = options.ErrNotStarted
+	}
+	t.mu.Unlock()
+	if state != nil {
+		return fmt.Errorf("grpc: send to %s: %w", route.Role, state)
+	}
+	pbe, err := format.ToProto(evt)
+	if err != nil {
+		return fmt.Errorf("grpc: encode event %s: %w", evt.ID(), err)
+	}
+	req := &protocol.PublishRequest{Event: pbe, Route: protocol.RouteToProto(route)}
+	if size := proto.Size(req); size > t.maxEvent {
+		return fmt.Errorf("grpc: event %s of type %s: %w: %d bytes, limit %d", evt.ID(), evt.Type(), options.ErrTooLarge, size, t.maxEvent)
+	}
+	if _, err := client.Publish(ctx, req); err != nil {
+		return t.publishError(ctx, evt, err)
+	}
+	return nil
+}
+
+// publishError maps a failed Publish to the transport contract's errors.
+func (t *Transport) publishError(ctx context.Context, evt *cloudevents.Event, err error) error {
+	if cerr := ctx.Err(); cerr != nil {
+		return fmt.Errorf("grpc: publish %s: %w", evt.ID(), cerr)
+	}
+	st := status.Convert(err)
+	switch st.Code() {
+	case codes.Unavailable:
+		return fmt.Errorf("grpc: publish %s: %w: %w", evt.ID(), options.ErrNotConnected, err)
+	case codes.ResourceExhausted:
+		if strings.Contains(st.Message(), "larger than max") {
+			return fmt.Errorf("grpc: publish %s: %w: %w", evt.ID(), options.ErrTooLarge, err)
+		}
+	case codes.Canceled:
+		t.mu.Lock()
+		closed := t.closed
+		t.mu.Unlock()
+		if closed {
+			return fmt.Errorf("grpc: publish %s: %w", evt.ID(), options.ErrClosed)
+		}
+		return fmt.Errorf("grpc: publish %s: %w: %w", evt.ID(), options.ErrNotConnected, err)
+	case codes.Internal:
+		// A stream reset by a proxy or a dying server (RST_STREAM) is a
+		// lost connection, not a bad event.
+		if strings.Contains(st.Message(), "RST_STREAM") {
+			return fmt.Errorf("grpc: publish %s: %w: %w", evt.ID(), options.ErrNotConnected, err)
+		}
+	}
+	return fmt.Errorf("grpc: publish %s: %w", evt.ID(), err)
+}
+
+// Close ends the subscriptions and the connection and waits for the
+// transport's goroutines, or until ctx ends. It is idempotent.
+func (t *Transport) Close(ctx context.Context) error {
+	t.mu.Lock()
+	if t.closed {
+		t.mu.Unlock()
+		return nil
+	}
+	t.closed = true
+	conn := t.conn
+	t.mu.Unlock()
+	t.cancel()
+	done := make(chan struct{})
+	go func() { t.wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-ctx.Done():
+		if conn != nil {
+			_ = conn.Close()
+		}
+		return fmt.Errorf("grpc: close: %w", ctx.Err())
+	}
+	if conn != nil {
+		if err := conn.Close(); err != nil {
+			return fmt.Errorf("grpc: close: %w", err)
+		}
+	}
+	return nil
+}
+
+func sleep(ctx context.Context, d time.Duration) bool {
+	timer := time.NewTimer(d)
+	defer timer.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-timer.C:
+		return true
+	}
+}

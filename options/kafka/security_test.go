@@ -1,0 +1,104 @@
+package kafka_test
+
+import (
+	"context"
+	"crypto/tls"
+	"testing"
+	"time"
+
+	"github.com/workwire/sdk-go/internal/testcerts"
+	"github.com/workwire/sdk-go/options"
+	"github.com/workwire/sdk-go/options/kafka"
+	"github.com/workwire/sdk-go/options/kafka/kafkatest"
+	"github.com/workwire/sdk-go/options/transporttest"
+)
+
+// roundTrip starts an agent and a source with cfg and sends a spec between
+// them.
+func roundTrip(t *testing.T, cfg kafka.Config) {
+	t.Helper()
+	r := start(t, newTransport(t, cfg), options.AgentSubscriptions("c1", nil))
+	hub := newTransport(t, cfg)
+	start(t, hub, nil)
+	send(t, hub, options.Route{Role: options.RoleSpec, Source: "hub", Cluster: "c1"}, "secure")
+	r.Wait(t, "the spec", wait, func() bool { return has(r, "secure") })
+}
+
+// startFails checks that Start fails, and within d when d > 0 although its
+// context would allow longer (a failure retrying cannot fix).
+func startFails(t *testing.T, cfg kafka.Config, d time.Duration, why string) {
+	t.Helper()
+	tr := newTransport(t, cfg)
+	defer closeNow(t, tr)
+	timeout := 2 * time.Second
+	if d > 0 {
+		timeout = wait
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	begin := time.Now()
+	err := tr.Start(ctx, nil, transporttest.NewRecorder())
+	if err == nil {
+		t.Fatalf("Start succeeded: %s", why)
+	}
+	if d > 0 && time.Since(begin) > d {
+		t.Errorf("Start took %v to fail (%v): retrying cannot fix it", time.Since(begin), err)
+	}
+	t.Logf("%s: %v", why, err)
+}
+
+func TestTLS(t *testing.T) {
+	t.Parallel()
+	ca := testcerts.NewCA(t)
+	server := ca.Server(t, "broker")
+	b := kafkatest.NewBroker(t, kafkatest.WithTLS(&tls.Config{Certificates: []tls.Certificate{server.TLSCertificate(t)}, MinVersion: tls.VersionTLS12}))
+
+	// A CA alone means TLS, with no client certificate; each broker is
+	// verified against its own address.
+	roundTrip(t, kafka.Config{Brokers: b.Addrs(), TLS: options.TLSConfig{CAFile: ca.CAFile()}})
+
+	startFails(t, kafka.Config{Brokers: b.Addrs()}, 0, "plain TCP to a TLS broker")
+	other := testcerts.NewCA(t)
+	startFails(t, kafka.Config{Brokers: b.Addrs(), TLS: options.TLSConfig{CAFile: other.CAFile()}}, 5*time.Second,
+		"a CA that did not sign the broker's certificate")
+}
+
+func TestMutualTLS(t *testing.T) {
+	t.Parallel()
+	ca := testcerts.NewCA(t)
+	server := ca.Server(t, "broker")
+	b := kafkatest.NewBroker(t, kafkatest.WithTLS(&tls.Config{
+		Certificates: []tls.Certificate{server.TLSCertificate(t)},
+		ClientCAs:    ca.Pool(),
+		ClientAuth:   tls.RequireAndVerifyClientCert,
+		MinVersion:   tls.VersionTLS12,
+	}))
+	client := ca.Client(t, "cluster1")
+	roundTrip(t, kafka.Config{Brokers: b.Addrs(), TLS: options.TLSConfig{CAFile: ca.CAFile(), CertFile: client.CertFile, KeyFile: client.KeyFile}})
+
+	// Certificates held in memory instead of files.
+	tr := newTransport(t, kafka.Config{Brokers: b.Addrs()}, kafka.WithTLSConfig(&tls.Config{
+		RootCAs: ca.Pool(), Certificates: []tls.Certificate{client.TLSCertificate(t)}, MinVersion: tls.VersionTLS12,
+	}))
+	start(t, tr, nil)
+
+	startFails(t, kafka.Config{Brokers: b.Addrs(), TLS: options.TLSConfig{CAFile: ca.CAFile()}}, 0,
+		"no client certificate where the broker requires one")
+}
+
+func TestSASL(t *testing.T) {
+	t.Parallel()
+	for _, mech := range []string{kafka.SASLPlain, kafka.SASLScramSHA256, kafka.SASLScramSHA512} {
+		t.Run(mech, func(t *testing.T) {
+			t.Parallel()
+			b := kafkatest.NewBroker(t, kafkatest.WithSASL(mech, "hub", "s3cret,=pass"))
+			roundTrip(t, kafka.Config{Brokers: b.Addrs(), SASL: &kafka.SASLConfig{Mechanism: mech, Username: "hub", Password: "s3cret,=pass"}})
+			// kfake drops the connection of a client that fails to
+			// authenticate, where Kafka answers SASL_AUTHENTICATION_FAILED
+			// (which Start reports at once, see TestPermanentErrors): here
+			// Start retries until its context ends.
+			startFails(t, kafka.Config{Brokers: b.Addrs(), SASL: &kafka.SASLConfig{Mechanism: mech, Username: "hub", Password: "wrong"}},
+				0, "a wrong password")
+		})
+	}
+}
