@@ -20,7 +20,12 @@ import (
 	"github.com/workwire/sdk-go/options/memory"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+// sarama (the Kafka transport) registers a meter in go-metrics' global
+// registry, whose first meter starts a goroutine that lives as long as the
+// process.
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m, goleak.IgnoreTopFunction("github.com/rcrowley/go-metrics.(*meterArbiter).tick"))
+}
 
 // src is the source ID of the unit tests that run on a private broker.
 const src = "hub1"
@@ -231,14 +236,17 @@ func closeClient(t *testing.T, close func(context.Context) error) {
 	}
 }
 
+// eventually polls cond until it holds. The deadline is generous: every
+// transport's scenarios run at once, under the race detector, on 2 cores.
+// The poll interval grows, so checking is not what eats the CPU.
 func eventually(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
-	for !cond() {
+	deadline := time.Now().Add(45 * time.Second)
+	for wait := time.Millisecond; !cond(); wait = min(2*wait, 100*time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatalf("timed out waiting for %s", what)
 		}
-		time.Sleep(5 * time.Millisecond)
+		time.Sleep(wait)
 	}
 }
 

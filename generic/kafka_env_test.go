@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
-	metrics "github.com/rcrowley/go-metrics"
 
 	"github.com/workwire/sdk-go/options"
 	"github.com/workwire/sdk-go/options/kafka"
@@ -17,11 +16,6 @@ import (
 // brings up a fresh cluster on the same addresses (no records, no groups,
 // no committed offsets), so zero loss has to come from resync.
 func init() {
-	// sarama's consumer registers a fetch meter in go-metrics' global
-	// registry whatever registry it is given, and go-metrics' first meter
-	// starts a process-wide goroutine that never ends, which this package's
-	// goleak check (client_test.go) would report. No-op meters start none.
-	metrics.UseNilMetrics = true
 	registerEnv(envMaker{name: "kafka-kfake", make: func(t *testing.T, _ bool) *env {
 		b := kafkatest.NewBroker(t)
 		return &env{

@@ -22,6 +22,8 @@ import (
 	"github.com/workwire/sdk-go/generic/types"
 	"github.com/workwire/sdk-go/internal/store"
 	"github.com/workwire/sdk-go/options"
+	"github.com/workwire/sdk-go/options/grpc"
+	"github.com/workwire/sdk-go/options/kafka"
 	"github.com/workwire/sdk-go/options/mqtt"
 )
 
@@ -38,10 +40,11 @@ const (
 )
 
 // Config is how a holder connects: to a kube-apiserver (*rest.Config),
-// which gives the ordinary clientset, or to a broker, which gives the
+// which gives the ordinary clientset, or to a broker (an MQTT, Kafka or gRPC
+// config, or any transport through a TransportFunc), which gives the
 // event-based one. Switching a controller is changing this one argument.
 type Config interface {
-	*rest.Config | *mqtt.Config | TransportFunc
+	*rest.Config | *mqtt.Config | *kafka.Config | *grpc.Config | TransportFunc
 }
 
 // TransportFunc makes the transport of one holder: for transports defined
@@ -75,6 +78,16 @@ func NewClientHolderBuilder[C Config](config C) *ClientHolderBuilder {
 			cfg := *c
 			b.transport = func() (options.Transport, error) { return mqtt.New(cfg, mqtt.WithLogger(b.logger)) }
 		}
+	case *kafka.Config:
+		if c != nil {
+			cfg := *c
+			b.transport = func() (options.Transport, error) { return kafka.New(cfg, kafka.WithLogger(b.logger)) }
+		}
+	case *grpc.Config:
+		if c != nil {
+			cfg := *c
+			b.transport = func() (options.Transport, error) { return grpc.New(cfg, grpc.WithLogger(b.logger)) }
+		}
 	case TransportFunc:
 		b.transport = c
 	}
@@ -82,7 +95,8 @@ func NewClientHolderBuilder[C Config](config C) *ClientHolderBuilder {
 }
 
 // WithSourceID makes a hub holder: a source with this ID, whose clientset
-// creates, updates and deletes works for clusters (one per namespace).
+// creates, updates and deletes works for clusters (one per namespace). With
+// a *rest.Config it has no effect, so switching a hub is one line.
 func (b *ClientHolderBuilder) WithSourceID(id string) *ClientHolderBuilder {
 	b.sourceID = id
 	return b
@@ -165,8 +179,6 @@ func (b *ClientHolderBuilder) NewClientHolder() (*ClientHolder, error) {
 		errs = append(errs, errors.New("no config: pass a *rest.Config, a transport config or a TransportFunc"))
 	case b.kube == nil && (b.sourceID == "") == (b.clusterName == ""):
 		errs = append(errs, errors.New("set exactly one of WithSourceID (a hub) and WithClusterName (an agent)"))
-	case b.kube != nil && b.sourceID != "":
-		errs = append(errs, errors.New("WithSourceID needs a transport config: a *rest.Config talks to a kube-apiserver"))
 	}
 	for i, c := range b.codecs {
 		if c == nil {

@@ -23,7 +23,12 @@ import (
 	"github.com/workwire/sdk-go/work"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+// sarama (the Kafka transport) registers a meter in go-metrics' global
+// registry, whose first meter starts a goroutine that lives as long as the
+// process.
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m, goleak.IgnoreTopFunction("github.com/rcrowley/go-metrics.(*meterArbiter).tick"))
+}
 
 func memoryTransport(b *memory.Broker) work.TransportFunc {
 	return func() (options.Transport, error) { return b.Transport(), nil }

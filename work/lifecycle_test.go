@@ -16,6 +16,10 @@ import (
 
 	"github.com/workwire/sdk-go/internal/mosquitto"
 	"github.com/workwire/sdk-go/options"
+	"github.com/workwire/sdk-go/options/grpc"
+	"github.com/workwire/sdk-go/options/grpc/grpctest"
+	"github.com/workwire/sdk-go/options/kafka"
+	"github.com/workwire/sdk-go/options/kafka/kafkatest"
 	"github.com/workwire/sdk-go/options/mqtt"
 	"github.com/workwire/sdk-go/options/mqtt/mqtttest"
 	"github.com/workwire/sdk-go/work"
@@ -38,6 +42,41 @@ var brokers = []struct {
 		}
 		return mqttBuilders(addr)
 	}},
+}
+
+func init() {
+	brokers = append(brokers,
+		struct {
+			name string
+			make func(t *testing.T) func() (hub, agent *work.ClientHolderBuilder, ids string)
+		}{"kafka-kfake", func(t *testing.T) func() (*work.ClientHolderBuilder, *work.ClientHolderBuilder, string) {
+			cfg := &kafka.Config{Brokers: kafkatest.NewBroker(t).Addrs()}
+			return builders(func(suffix string) (*work.ClientHolderBuilder, *work.ClientHolderBuilder) {
+				return hubBuilder(cfg, "hub-"+suffix), agentBuilder(cfg, "cluster-"+suffix)
+			})
+		}},
+		struct {
+			name string
+			make func(t *testing.T) func() (hub, agent *work.ClientHolderBuilder, ids string)
+		}{"grpc", func(t *testing.T) func() (*work.ClientHolderBuilder, *work.ClientHolderBuilder, string) {
+			cfg := &grpc.Config{ServerAddress: grpctest.NewServer(t).Addr()}
+			return builders(func(suffix string) (*work.ClientHolderBuilder, *work.ClientHolderBuilder) {
+				return hubBuilder(cfg, "hub-"+suffix), agentBuilder(cfg, "cluster-"+suffix)
+			})
+		}},
+	)
+}
+
+// builders fixes one random suffix for a test's IDs and makes fresh
+// builders with it each call.
+func builders(make func(suffix string) (*work.ClientHolderBuilder, *work.ClientHolderBuilder)) func() (*work.ClientHolderBuilder, *work.ClientHolderBuilder, string) {
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	suffix := hex.EncodeToString(b[:])
+	return func() (*work.ClientHolderBuilder, *work.ClientHolderBuilder, string) {
+		h, a := make(suffix)
+		return h, a, suffix
+	}
 }
 
 func mqttBuilders(addr string) func() (*work.ClientHolderBuilder, *work.ClientHolderBuilder, string) {

@@ -1,8 +1,10 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
+	"net"
 	"strings"
 	"sync/atomic"
 
@@ -16,6 +18,10 @@ import (
 	workv1 "open-cluster-management.io/api/work/v1"
 
 	"github.com/workwire/sdk-go/options"
+	"github.com/workwire/sdk-go/options/grpc"
+	"github.com/workwire/sdk-go/options/grpc/server"
+	"github.com/workwire/sdk-go/options/kafka"
+	"github.com/workwire/sdk-go/options/kafka/kafkatest"
 	"github.com/workwire/sdk-go/options/mqtt"
 	"github.com/workwire/sdk-go/options/mqtt/mqtttest"
 	"github.com/workwire/sdk-go/work"
@@ -43,8 +49,43 @@ func newEnv(cfg config) (*env, error) {
 			transport: func() (options.Transport, error) { return mqtt.New(mc, mqtt.WithLogger(logr.Discard())) },
 			close:     stop,
 		}, nil
+	case "kafka":
+		addrs, stop := strings.Split(cfg.broker, ","), func() {}
+		if cfg.broker == "" {
+			b, err := kafkatest.Start()
+			if err != nil {
+				return nil, err
+			}
+			addrs, stop = b.Addrs(), func() { _ = b.Close() }
+		}
+		kc := kafka.Config{Brokers: addrs}
+		return &env{
+			transport: func() (options.Transport, error) { return kafka.New(kc, kafka.WithLogger(logr.Discard())) },
+			close:     stop,
+		}, nil
+	case "grpc":
+		addr, stop := cfg.broker, func() {}
+		if addr == "" {
+			srv, err := server.New(server.Config{}, server.WithLogger(logr.Discard()))
+			if err != nil {
+				return nil, err
+			}
+			lis, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				return nil, err
+			}
+			ctx, cancel := context.WithCancel(context.Background())
+			done := make(chan error, 1)
+			go func() { done <- srv.Serve(ctx, lis) }()
+			addr, stop = lis.Addr().String(), func() { cancel(); <-done }
+		}
+		gc := grpc.Config{ServerAddress: addr}
+		return &env{
+			transport: func() (options.Transport, error) { return grpc.New(gc, grpc.WithLogger(logr.Discard())) },
+			close:     stop,
+		}, nil
 	default:
-		return nil, fmt.Errorf("unknown transport %q (want mqtt)", cfg.transport)
+		return nil, fmt.Errorf("unknown transport %q (want mqtt, kafka or grpc)", cfg.transport)
 	}
 }
 

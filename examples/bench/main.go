@@ -33,7 +33,7 @@ import (
 
 func main() {
 	cfg := defaultConfig()
-	flag.StringVar(&cfg.transport, "transport", cfg.transport, "transport: mqtt")
+	flag.StringVar(&cfg.transport, "transport", cfg.transport, "transport: mqtt, kafka or grpc")
 	flag.StringVar(&cfg.broker, "broker", "", "broker address (default: an embedded one)")
 	flag.IntVar(&cfg.clusters, "clusters", cfg.clusters, "how many agents (clusters)")
 	flag.IntVar(&cfg.works, "works", cfg.works, "how many works in all, spread over the clusters")

@@ -58,14 +58,12 @@ func run(ctx context.Context, cfg config, progress io.Writer) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	defer e.close()
 	b := &bench{cfg: cfg, env: e, works: buildWorks(cfg), progress: progress, res: &Result{
 		Transport: cfg.transport, Clusters: cfg.clusters, Works: cfg.works, ManifestBytes: cfg.manifestBytes, RateLimit: "default",
 	}}
 	if cfg.noRateLimit {
 		b.res.RateLimit = "off"
 	}
-	defer b.closeAll()
 	want := map[string]bool{}
 	for _, p := range cfg.phases {
 		want[p] = true
@@ -101,8 +99,11 @@ func run(ctx context.Context, cfg config, progress io.Writer) (*Result, error) {
 	return b.finish(), nil
 }
 
+// finish stops everything the run started and measures what is left.
 func (b *bench) finish() *Result {
 	b.closeAll()
+	b.env.close()
+	time.Sleep(100 * time.Millisecond) // goroutines on their way out, not leaks
 	b.res.PeakRSS = peakRSS()
 	b.res.Goroutines = runtime.NumGoroutine()
 	return b.res

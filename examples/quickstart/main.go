@@ -1,5 +1,6 @@
 // Command quickstart runs the whole protocol in one process: an embedded
-// MQTT broker, one hub source and a few cluster agents. The hub sends
+// broker (MQTT by default; -transport kafka or grpc for the others), one
+// hub source and a few cluster agents. The hub sends
 // ManifestWorks; each agent "applies" them and reports Applied and Available
 // with a status-feedback value; the hub then updates some works and deletes
 // others, and waits until every change has round-tripped.
@@ -17,7 +18,9 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net"
 	"os"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -34,6 +37,11 @@ import (
 	"github.com/workwire/sdk-go/codec"
 	"github.com/workwire/sdk-go/generic"
 	"github.com/workwire/sdk-go/generic/types"
+	"github.com/workwire/sdk-go/options"
+	"github.com/workwire/sdk-go/options/grpc"
+	"github.com/workwire/sdk-go/options/grpc/server"
+	"github.com/workwire/sdk-go/options/kafka"
+	"github.com/workwire/sdk-go/options/kafka/kafkatest"
 	"github.com/workwire/sdk-go/options/mqtt"
 	"github.com/workwire/sdk-go/options/mqtt/mqtttest"
 )
@@ -44,7 +52,8 @@ func main() {
 	cfg := config{}
 	flag.IntVar(&cfg.clusters, "clusters", 5, "how many clusters (agents)")
 	flag.IntVar(&cfg.works, "works", 500, "how many ManifestWorks to send")
-	flag.StringVar(&cfg.broker, "broker", "", "MQTT broker host:port (default: start an embedded one)")
+	flag.StringVar(&cfg.transport, "transport", "mqtt", "mqtt, kafka or grpc")
+	flag.StringVar(&cfg.broker, "broker", "", "broker address, host:port (Kafka: comma-separated) (default: start an embedded one)")
 	flag.DurationVar(&cfg.timeout, "timeout", time.Minute, "give up after this long")
 	flag.Parse()
 	if err := run(context.Background(), cfg, os.Stdout); err != nil {
@@ -55,6 +64,7 @@ func main() {
 
 type config struct {
 	clusters, works int
+	transport       string
 	broker          string
 	timeout         time.Duration
 }
@@ -69,21 +79,16 @@ func run(ctx context.Context, cfg config, out io.Writer) error {
 	defer cancel()
 	began := time.Now()
 
-	addr := cfg.broker
-	if addr == "" {
-		b, err := mqtttest.Start()
-		if err != nil {
-			return err
-		}
-		defer b.Close()
-		addr = b.Addr()
-		fmt.Fprintf(out, "embedded MQTT broker on %s\n", addr)
+	newTransport, stop, err := connect(cfg, out)
+	if err != nil {
+		return err
 	}
+	defer stop()
 
 	// The hub: a source whose store is the truth. Statuses from agents land
 	// in it; a status with the Deleted condition completes a deletion.
 	hubStore := newStore(func(*workv1.ManifestWork) string { return hubID })
-	hub, err := generic.NewSourceClient(hubID, mustTransport(addr), hubStore, codec.StatusHash,
+	hub, err := generic.NewSourceClient(hubID, must(newTransport()), hubStore, codec.StatusHash,
 		[]generic.Codec[*workv1.ManifestWork]{codec.NewManifestBundleCodec()}, generic.WithLogger(logr.Discard()))
 	if err != nil {
 		return err
@@ -109,7 +114,7 @@ func run(ctx context.Context, cfg config, out io.Writer) error {
 
 	// The agents: each applies what it gets and reports back.
 	for i := 1; i <= cfg.clusters; i++ {
-		agent, err := startAgent(ctx, addr, fmt.Sprintf("cluster-%d", i))
+		agent, err := startAgent(ctx, must(newTransport()), fmt.Sprintf("cluster-%d", i))
 		if err != nil {
 			return err
 		}
@@ -217,19 +222,75 @@ func isTerminal(w io.Writer) bool {
 	return err == nil && st.Mode()&os.ModeCharDevice != 0
 }
 
-func mustTransport(addr string) *mqtt.Transport {
-	tr, err := mqtt.New(mqtt.Config{BrokerHost: addr}, mqtt.WithLogger(logr.Discard()))
+// must unwraps a transport built from a config made here: an error is a bug.
+func must(tr options.Transport, err error) options.Transport {
 	if err != nil {
-		panic(err) // the config is built here, not read: a failure is a bug
+		panic(err)
 	}
 	return tr
 }
 
+// connect starts the embedded broker of cfg.transport, unless cfg.broker
+// names one, and returns how to make a transport to it.
+func connect(cfg config, out io.Writer) (newTransport func() (options.Transport, error), stop func(), err error) {
+	stop = func() {}
+	switch cfg.transport {
+	case "mqtt":
+		addr := cfg.broker
+		if addr == "" {
+			b, err := mqtttest.Start()
+			if err != nil {
+				return nil, nil, err
+			}
+			addr, stop = b.Addr(), func() { _ = b.Close() }
+			fmt.Fprintf(out, "embedded MQTT broker on %s\n", addr)
+		}
+		return func() (options.Transport, error) {
+			return mqtt.New(mqtt.Config{BrokerHost: addr}, mqtt.WithLogger(logr.Discard()))
+		}, stop, nil
+	case "kafka":
+		addrs := strings.Split(cfg.broker, ",")
+		if cfg.broker == "" {
+			b, err := kafkatest.Start()
+			if err != nil {
+				return nil, nil, err
+			}
+			addrs, stop = b.Addrs(), func() { _ = b.Close() }
+			fmt.Fprintf(out, "embedded Kafka cluster (kfake) on %s\n", strings.Join(addrs, ","))
+		}
+		return func() (options.Transport, error) {
+			return kafka.New(kafka.Config{Brokers: addrs}, kafka.WithLogger(logr.Discard()))
+		}, stop, nil
+	case "grpc":
+		addr := cfg.broker
+		if addr == "" {
+			srv, err := server.New(server.Config{}, server.WithLogger(logr.Discard()))
+			if err != nil {
+				return nil, nil, err
+			}
+			lis, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				return nil, nil, err
+			}
+			ctx, cancel := context.WithCancel(context.Background())
+			done := make(chan error, 1)
+			go func() { done <- srv.Serve(ctx, lis) }()
+			addr, stop = lis.Addr().String(), func() { cancel(); <-done }
+			fmt.Fprintf(out, "embedded gRPC broker on %s\n", addr)
+		}
+		return func() (options.Transport, error) {
+			return grpc.New(grpc.Config{ServerAddress: addr}, grpc.WithLogger(logr.Discard()))
+		}, stop, nil
+	default:
+		return nil, nil, fmt.Errorf("unknown -transport %q (want mqtt, kafka or grpc)", cfg.transport)
+	}
+}
+
 // startAgent runs one cluster's agent. Its store holds what it applied; the
 // source of each work is the annotation the codec sets.
-func startAgent(ctx context.Context, addr, cluster string) (*generic.AgentClient[*workv1.ManifestWork], error) {
+func startAgent(ctx context.Context, tr options.Transport, cluster string) (*generic.AgentClient[*workv1.ManifestWork], error) {
 	st := newStore(func(w *workv1.ManifestWork) string { return w.Annotations[codec.OriginalSourceAnnotation] })
-	agent, err := generic.NewAgentClient(cluster, mustTransport(addr), st, codec.StatusHash,
+	agent, err := generic.NewAgentClient(cluster, tr, st, codec.StatusHash,
 		[]generic.Codec[*workv1.ManifestWork]{codec.NewManifestBundleCodec()}, generic.WithLogger(logr.Discard()))
 	if err != nil {
 		return nil, err

@@ -10,11 +10,20 @@ import (
 	"go.uber.org/goleak"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+// sarama (Kafka) starts go-metrics' process-wide meter goroutine.
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m, goleak.IgnoreTopFunction("github.com/rcrowley/go-metrics.(*meterArbiter).tick"))
+}
 
 func TestQuickstartRoundTrips(t *testing.T) {
+	for _, transport := range []string{"mqtt", "kafka", "grpc"} {
+		t.Run(transport, func(t *testing.T) { roundTrip(t, transport) })
+	}
+}
+
+func roundTrip(t *testing.T, transport string) {
 	var out bytes.Buffer
-	if err := run(context.Background(), config{clusters: 3, works: 60, timeout: 30 * time.Second}, &out); err != nil {
+	if err := run(context.Background(), config{transport: transport, clusters: 3, works: 60, timeout: 30 * time.Second}, &out); err != nil {
 		t.Fatalf("%v\n%s", err, out.String())
 	}
 	// Statuses may come back more than once (a resync can re-send), so their
@@ -28,7 +37,10 @@ func TestQuickstartRoundTrips(t *testing.T) {
 }
 
 func TestQuickstartRejectsBadFlags(t *testing.T) {
-	if err := run(context.Background(), config{clusters: 0, works: 1, timeout: time.Second}, &bytes.Buffer{}); err == nil {
+	if err := run(context.Background(), config{transport: "mqtt", clusters: 0, works: 1, timeout: time.Second}, &bytes.Buffer{}); err == nil {
 		t.Fatal("accepted zero clusters")
+	}
+	if err := run(context.Background(), config{transport: "pigeon", clusters: 1, works: 1, timeout: time.Second}, &bytes.Buffer{}); err == nil {
+		t.Fatal("accepted an unknown transport")
 	}
 }
