@@ -34,6 +34,10 @@ import (
 	"github.com/workwire/sdk-go/generic"
 	"github.com/workwire/sdk-go/generic/types"
 	"github.com/workwire/sdk-go/options"
+	"github.com/workwire/sdk-go/options/grpc"
+	"github.com/workwire/sdk-go/options/grpc/grpctest"
+	"github.com/workwire/sdk-go/options/kafka"
+	"github.com/workwire/sdk-go/options/kafka/kafkatest"
 	"github.com/workwire/sdk-go/options/memory"
 	"github.com/workwire/sdk-go/options/mqtt"
 	"github.com/workwire/sdk-go/options/mqtt/mqtttest"
@@ -41,7 +45,10 @@ import (
 	"github.com/workwire/sdk-go/work"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+// sarama (Kafka) starts go-metrics' process-wide meter goroutine.
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m, goleak.IgnoreTopFunction("github.com/rcrowley/go-metrics.(*meterArbiter).tick"))
+}
 
 // plan is how big and how long a run is.
 type plan struct {
@@ -524,6 +531,62 @@ func TestChaosOverMQTT(t *testing.T) {
 				time.Sleep(300 * time.Millisecond) // the stall is the fault
 				proxy.Resume()
 			}},
+			agentRestart, hubRestart,
+		},
+	})
+}
+
+// Over gRPC: the broker behind a proxy that cuts and stalls connections;
+// the broker restarts, and agents and the hub restart.
+func TestChaosOverGRPC(t *testing.T) {
+	srv := grpctest.NewServer(t)
+	proxy, err := transporttest.NewProxy(srv.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer proxy.Close()
+	cfg := srv.Config()
+	cfg.ServerAddress = proxy.Addr()
+	chaos(t, env{
+		transport: func() (options.Transport, error) { return grpc.New(cfg, grpc.WithLogger(logr.Discard())) },
+		faults: []fault{
+			{"broker restart", func(r *run) {
+				if err := srv.Restart(); err != nil {
+					r.t.Fatal(err)
+				}
+			}},
+			{"proxy cut", func(*run) { proxy.Cut() }},
+			{"proxy stall", func(*run) {
+				proxy.Stall()
+				time.Sleep(300 * time.Millisecond) // the stall is the fault
+				proxy.Resume()
+			}},
+			agentRestart, hubRestart,
+		},
+	})
+}
+
+// Over Kafka: the cluster drops every connection or restarts empty (no
+// records, no committed offsets), and agents and the hub restart.
+func TestChaosOverKafka(t *testing.T) {
+	b := kafkatest.NewBroker(t)
+	cfg := kafka.Config{
+		Brokers:             b.Addrs(),
+		SessionTimeout:      options.Duration(2 * time.Second),
+		HeartbeatInterval:   options.Duration(100 * time.Millisecond),
+		RebalanceTimeout:    options.Duration(5 * time.Second),
+		ReconnectMinBackoff: options.Duration(20 * time.Millisecond),
+		ReconnectMaxBackoff: options.Duration(500 * time.Millisecond),
+	}
+	chaos(t, env{
+		transport: func() (options.Transport, error) { return kafka.New(cfg, kafka.WithLogger(logr.Discard())) },
+		faults: []fault{
+			{"cluster restart", func(r *run) {
+				if err := b.Restart(); err != nil {
+					r.t.Fatal(err)
+				}
+			}},
+			{"connections dropped", func(*run) { b.DropConnections() }},
 			agentRestart, hubRestart,
 		},
 	})
