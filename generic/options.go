@@ -19,10 +19,14 @@ const (
 	// of resyncing at start and on every reconnect. Brokers drop events when a
 	// subscriber falls behind; the periodic resync heals that.
 	DefaultResyncInterval = 5 * time.Minute
-	// DefaultPublishQPS and DefaultPublishBurst limit Publish, so a controller
-	// storm cannot flood a broker shared with other tenants. Resync answers
-	// are not limited by it: they are bounded by what the peer asked for.
-	DefaultPublishQPS   = 1000
+	// DefaultPublishQPS and DefaultPublishBurst limit Publish, so a runaway
+	// controller cannot flood a broker shared with other tenants, while
+	// leaving a healthy hub's burst of creates (thousands per second)
+	// alone. Brokers that cap each connection lower — cloud IoT brokers
+	// allow on the order of 100 publishes/s per connection — need
+	// WithPublishRateLimit set to their cap. Resync answers are not
+	// limited: they are bounded by what the peer asked for.
+	DefaultPublishQPS   = 10000
 	DefaultPublishBurst = 1000
 	// DefaultMaxRetries is how many times a failing handler is retried.
 	DefaultMaxRetries = 5

@@ -68,22 +68,27 @@ func (a *agent) nextMetadata(cur, in *workv1.ManifestWork, manager string) (*wor
 	if !equality.Semantic.DeepEqual(cur.Spec, in.Spec) {
 		return nil, apierrors.NewForbidden(manifestWorksResource, cur.Name, errSpecBySource)
 	}
+	if equality.Semantic.DeepEqual(cur.Finalizers, in.Finalizers) && equality.Semantic.DeepEqual(cur.Labels, in.Labels) &&
+		equality.Semantic.DeepEqual(cur.Annotations, in.Annotations) && equality.Semantic.DeepEqual(cur.OwnerReferences, in.OwnerReferences) &&
+		(len(in.ManagedFields) == 0 || equality.Semantic.DeepEqual(cur.ManagedFields, in.ManagedFields)) {
+		return nil, store.ErrNoChange
+	}
+	live := cur
+	if len(cur.ManagedFields) > 0 && len(in.ManagedFields) == 0 {
+		live = cur.DeepCopy() // the field manager compares against it
+	}
 	in = in.DeepCopy()
-	next := cur.DeepCopy()
+	next := cur
 	next.Finalizers, next.Labels, next.Annotations, next.OwnerReferences = in.Finalizers, in.Labels, in.Annotations, in.OwnerReferences
 	if len(in.ManagedFields) > 0 {
 		next.ManagedFields = in.ManagedFields
-	} else {
-		next = a.patcher.track(cur, next, manager)
+		return next, nil
 	}
-	if equality.Semantic.DeepEqual(cur, next) {
-		return nil, store.ErrNoChange
-	}
-	return next, nil
+	return a.patcher.track(live, next, manager), nil
 }
 
 func (a *agent) update(_ context.Context, namespace string, in *workv1.ManifestWork, opts metav1.UpdateOptions) (*workv1.ManifestWork, error) {
-	return a.write(namespace, in, isDryRun(opts.DryRun), opts.FieldManager, a.nextMetadata)
+	return a.write(namespace, in, isDryRun(opts.DryRun), opts.FieldManager, false)
 }
 
 // nextStatus is an update of cur's status from in; nothing else changes, so
@@ -96,20 +101,21 @@ func (a *agent) nextStatus(cur, in *workv1.ManifestWork, _ string) (*workv1.Mani
 	if equality.Semantic.DeepEqual(cur.Status, in.Status) {
 		return nil, store.ErrNoChange
 	}
-	next := cur.DeepCopy()
-	next.Status = *in.Status.DeepCopy()
-	return next, nil
+	cur.Status = *in.Status.DeepCopy()
+	return cur, nil
 }
 
 func (a *agent) updateStatus(_ context.Context, namespace string, in *workv1.ManifestWork, opts metav1.UpdateOptions) (*workv1.ManifestWork, error) {
-	return a.write(namespace, in, isDryRun(opts.DryRun), opts.FieldManager, a.nextStatus)
+	return a.write(namespace, in, isDryRun(opts.DryRun), opts.FieldManager, true)
 }
 
-type nextFunc func(cur, in *workv1.ManifestWork, manager string) (*workv1.ManifestWork, error)
-
-// write stores next(cur, in), publishes a changed status, and completes a
-// deletion that a removed finalizer unblocks.
-func (a *agent) write(namespace string, in *workv1.ManifestWork, dryRun bool, manager string, next nextFunc) (*workv1.ManifestWork, error) {
+// write stores in's status (status true) or metadata, publishes a changed
+// status, and completes a deletion that a removed finalizer unblocks.
+func (a *agent) write(namespace string, in *workv1.ManifestWork, dryRun bool, manager string, status bool) (*workv1.ManifestWork, error) {
+	next := a.nextMetadata
+	if status {
+		next = a.nextStatus
+	}
 	if in.Namespace != "" && in.Namespace != namespace {
 		return nil, bindNamespace(namespace, in.DeepCopy())
 	}
@@ -125,33 +131,25 @@ func (a *agent) write(namespace string, in *workv1.ManifestWork, dryRun bool, ma
 		return out, err
 	}
 	var changed *workv1.ManifestWork
-	var statusChanged bool
 	out, err := a.st.Update(namespace, in.Name, func(cur *workv1.ManifestWork) (*workv1.ManifestWork, error) {
 		n, err := next(cur, in, manager)
-		if err == nil {
-			changed = n
-			statusChanged = !equality.Semantic.DeepEqual(cur.Status, n.Status)
-		}
+		changed = n
 		return n, err
 	})
 	if err != nil {
 		return nil, err
 	}
-	if changed != nil && statusChanged {
-		a.pub.enqueue(changed)
+	if changed != nil && status {
+		a.pub.enqueue(changed) // the store keeps changed as it is: a safe snapshot
 	}
 	a.completeDeletion(out.UID)
 	return out, nil
 }
 
 func (a *agent) patch(_ context.Context, namespace, name string, pt kubetypes.PatchType, data []byte, opts metav1.PatchOptions, sub string) (*workv1.ManifestWork, error) {
-	next := a.nextMetadata
-	if sub == "status" {
-		next = a.nextStatus
-	}
 	dryRun := isDryRun(opts.DryRun)
 	return patchWork(a.st, a.patcher, namespace, name, pt, data, opts, func(patched *workv1.ManifestWork) (*workv1.ManifestWork, error) {
-		return a.write(namespace, patched, dryRun, opts.FieldManager, next)
+		return a.write(namespace, patched, dryRun, opts.FieldManager, sub == "status")
 	}, nil)
 }
 

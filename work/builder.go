@@ -225,7 +225,7 @@ func (b *ClientHolderBuilder) buildEvents(h *ClientHolder) error {
 	if err != nil {
 		return err
 	}
-	st := store.New(manifestWorksResource, (*workv1.ManifestWork).DeepCopy, store.DefaultHistory)
+	st := store.New(manifestWorksResource, (*workv1.ManifestWork).DeepCopy, shareManifests, store.DefaultHistory)
 	onError := utilruntime.HandleErrorWithContext
 
 	if b.sourceID != "" {
@@ -260,6 +260,27 @@ func (b *ClientHolderBuilder) buildEvents(h *ClientHolder) error {
 	h.clientset = &clientset{b: ab, unsupported: unsupported}
 	h.startEvents, h.closeEvents = lifecycle(ab.pub, client.Start, client.Close, st)
 	return nil
+}
+
+// shareManifests copies w deeply except for its manifests' raw bytes, which
+// the copy shares. Manifests are most of a work's size, and nothing changes
+// their bytes in place — writers assign new ones — so the store, its watch
+// events and the informer caches fed by them need only one of each.
+func shareManifests(w *workv1.ManifestWork) *workv1.ManifestWork {
+	manifests := w.Spec.Workload.Manifests
+	shallow := *w
+	shallow.Spec.Workload.Manifests = nil
+	out := shallow.DeepCopy()
+	if manifests != nil {
+		out.Spec.Workload.Manifests = make([]workv1.Manifest, len(manifests))
+		for i, m := range manifests {
+			out.Spec.Workload.Manifests[i].Raw = m.Raw
+			if m.Object != nil {
+				out.Spec.Workload.Manifests[i].Object = m.Object.DeepCopyObject()
+			}
+		}
+	}
+	return out
 }
 
 // lifecycle starts and stops the event side of a holder in order.

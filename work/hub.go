@@ -75,25 +75,32 @@ func (h *hub) create(_ context.Context, namespace string, in *workv1.ManifestWor
 // nextVersion is an update of cur to in, as the hub stores it: the client
 // sets spec, labels, annotations, finalizers and owner references; status
 // is ignored (agents own it). A change agents must see (spec, labels,
-// annotations) is a new generation and is published.
+// annotations) is a new generation and is published. cur is a copy the
+// caller owns; nextVersion changes and returns it.
 func (h *hub) nextVersion(cur, in *workv1.ManifestWork, manager string) (next *workv1.ManifestWork, publish bool, err error) {
 	if err := checkPreconditions(cur, string(in.UID), in.ResourceVersion); err != nil {
 		return nil, false, err
 	}
-	in = in.DeepCopy()
 	specChanged := !equality.Semantic.DeepEqual(cur.Spec, in.Spec)
 	metaChanged := !equality.Semantic.DeepEqual(cur.Labels, in.Labels) || !equality.Semantic.DeepEqual(cur.Annotations, in.Annotations)
+	localChanged := !equality.Semantic.DeepEqual(cur.Finalizers, in.Finalizers) || !equality.Semantic.DeepEqual(cur.OwnerReferences, in.OwnerReferences) ||
+		(len(in.ManagedFields) > 0 && !equality.Semantic.DeepEqual(cur.ManagedFields, in.ManagedFields))
+	if !specChanged && !metaChanged && !localChanged {
+		return cur, false, store.ErrNoChange
+	}
 	if cur.DeletionTimestamp != nil && specChanged {
 		return nil, false, apierrors.NewForbidden(manifestWorksResource, cur.Name, errDeleting)
 	}
-	next = cur.DeepCopy()
+	live := cur
+	if len(cur.ManagedFields) > 0 && len(in.ManagedFields) == 0 {
+		live = cur.DeepCopy() // the field manager compares against it
+	}
+	in = in.DeepCopy() // the caller's object stays the caller's
+	next = cur
 	next.Spec, next.Labels, next.Annotations = in.Spec, in.Labels, in.Annotations
 	next.Finalizers, next.OwnerReferences = in.Finalizers, in.OwnerReferences
 	if len(in.ManagedFields) > 0 {
 		next.ManagedFields = in.ManagedFields
-	}
-	if equality.Semantic.DeepEqual(cur, next) {
-		return cur, false, store.ErrNoChange
 	}
 	if specChanged || metaChanged {
 		next.Generation++
@@ -102,7 +109,7 @@ func (h *hub) nextVersion(cur, in *workv1.ManifestWork, manager string) (next *w
 		return nil, false, err
 	}
 	if len(in.ManagedFields) == 0 {
-		next = h.patcher.track(cur, next, manager)
+		next = h.patcher.track(live, next, manager)
 	}
 	return next, specChanged || metaChanged, nil
 }

@@ -27,6 +27,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime/pprof"
 	"strings"
 	"time"
 )
@@ -42,7 +43,22 @@ func main() {
 	flag.BoolVar(&cfg.noRateLimit, "no-rate-limit", false, "turn the publish rate limiter off (default: the SDK's default limit)")
 	flag.BoolVar(&cfg.json, "json", false, "print the results as JSON too")
 	flag.DurationVar(&cfg.timeout, "timeout", cfg.timeout, "give up a phase after this long")
+	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
+	memProfile := flag.String("memprofile", "", "write a heap profile, taken after delivery, to this file")
 	flag.Parse()
+	cfg.memProfile = *memProfile
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "bench:", err)
+			os.Exit(2)
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			fmt.Fprintln(os.Stderr, "bench:", err)
+			os.Exit(2)
+		}
+		defer pprof.StopCPUProfile()
+	}
 	cfg.phases = strings.Split(*phases, ",")
 	res, err := run(context.Background(), cfg, os.Stderr)
 	if res != nil {
@@ -54,6 +70,7 @@ func main() {
 		}
 	}
 	if err != nil {
+		pprof.StopCPUProfile()
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		os.Exit(1)
 	}
@@ -69,6 +86,7 @@ type config struct {
 	noRateLimit   bool
 	json          bool
 	timeout       time.Duration
+	memProfile    string
 }
 
 var allPhases = []string{"raw", "deliver", "status", "agent-resync", "hub-resync"}

@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"runtime"
+	"runtime/pprof"
 	"slices"
 	"strconv"
 	"strings"
@@ -368,6 +369,11 @@ func (b *bench) deliver(ctx context.Context) (PhaseResult, error) {
 	}
 	d := time.Since(begin)
 	b.res.HeapPerWork = int((heapInUse() - base) / uint64(len(b.works)))
+	if b.cfg.memProfile != "" {
+		if err := writeHeapProfile(b.cfg.memProfile); err != nil {
+			return PhaseResult{}, err
+		}
+	}
 	lat := make([]time.Duration, 0, len(created))
 	arrived.mu.Lock()
 	for name, at := range arrived.seen {
@@ -452,7 +458,7 @@ func (b *bench) hubResync(ctx context.Context) (PhaseResult, error) {
 	if b.hub == nil || b.agents == nil {
 		return PhaseResult{}, errors.New("needs the deliver and status phases first")
 	}
-	persisted := store.New(schema.GroupResource{Group: workv1.GroupName, Resource: "manifestworks"}, (*workv1.ManifestWork).DeepCopy, 1)
+	persisted := store.New(schema.GroupResource{Group: workv1.GroupName, Resource: "manifestworks"}, (*workv1.ManifestWork).DeepCopy, nil, 1)
 	for _, ns := range b.namespaces() {
 		list, err := b.hub.WorkInterface().WorkV1().ManifestWorks(ns).List(ctx, metav1.ListOptions{})
 		if err != nil {
@@ -535,6 +541,15 @@ func heapInUse() uint64 {
 	var m runtime.MemStats
 	runtime.ReadMemStats(&m)
 	return m.HeapAlloc
+}
+
+func writeHeapProfile(path string) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	return pprof.WriteHeapProfile(f)
 }
 
 // peakRSS reads the process's high-water resident set (Linux), 0 elsewhere.

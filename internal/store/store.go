@@ -54,7 +54,10 @@ var ErrNoChange = errors.New("no change")
 // Store is goroutine-safe.
 type Store[T Object] struct {
 	gr   schema.GroupResource
-	copy func(T) T
+	copy func(T) T // for callers: a full deep copy
+	// share copies for the store's own use and for watch consumers; it may
+	// share parts nobody modifies in place (see New).
+	share func(T) T
 
 	mu        sync.RWMutex
 	rv        uint64
@@ -78,14 +81,21 @@ type Event[T Object] struct {
 }
 
 // New returns an empty store. gr names the resource in errors; copy deep
-// copies an object.
-func New[T Object](gr schema.GroupResource, copy func(T) T, history int) *Store[T] {
+// copies an object, for what Get and List return. share, if not nil, copies
+// an object for watch events and for Update functions, and may share with
+// the original what nobody modifies in place (large byte slices), which
+// halves the memory an informer's cache costs; nil means copy.
+func New[T Object](gr schema.GroupResource, copy, share func(T) T, history int) *Store[T] {
 	if history <= 0 {
 		history = DefaultHistory
+	}
+	if share == nil {
+		share = copy
 	}
 	return &Store[T]{
 		gr:        gr,
 		copy:      copy,
+		share:     share,
 		items:     make(map[string]T),
 		byUID:     make(map[kubetypes.UID]string),
 		history:   make([]Event[T], history),
@@ -185,8 +195,8 @@ func (s *Store[T]) Create(obj T) (T, error) {
 	return s.copy(obj), nil
 }
 
-// Update replaces the object with what fn returns. fn gets a copy of the
-// current object and runs under the store's lock, so no write can come
+// Update replaces the object with what fn returns. fn gets a copy (New's
+// share) of the current object and runs under the store's lock, so no write can come
 // between its read and its write: it must be quick and must not call into
 // the store. fn returning ErrNoChange leaves the object as it is (and Update
 // returns a copy of it); another error is returned as it is. A missing
@@ -200,7 +210,7 @@ func (s *Store[T]) Update(namespace, name string, fn func(cur T) (T, error)) (T,
 	if !ok {
 		return zero, apierrors.NewNotFound(s.gr, name)
 	}
-	next, err := fn(s.copy(cur))
+	next, err := fn(s.share(cur))
 	if errors.Is(err, ErrNoChange) {
 		return s.copy(cur), nil
 	}
@@ -256,7 +266,7 @@ func (s *Store[T]) record(ev Event[T]) {
 	// One copy per event for all watchers: watch consumers (informer
 	// caches) must not modify what they get, and the store's own object
 	// must stay out of their reach.
-	shared := Event[T]{Type: ev.Type, Object: s.copy(ev.Object), Prev: ev.Prev, RV: ev.RV}
+	shared := Event[T]{Type: ev.Type, Object: s.share(ev.Object), Prev: ev.Prev, RV: ev.RV}
 	for w := range s.watchers {
 		if !w.offer(shared) {
 			delete(s.watchers, w)

@@ -19,7 +19,7 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 var gr = schema.GroupResource{Group: "work.open-cluster-management.io", Resource: "manifestworks"}
 
 func newStore(history int) *Store[*workv1.ManifestWork] {
-	return New(gr, (*workv1.ManifestWork).DeepCopy, history)
+	return New(gr, (*workv1.ManifestWork).DeepCopy, nil, history)
 }
 
 func work(ns, name string, labels map[string]string) *workv1.ManifestWork {

@@ -77,7 +77,7 @@ func (s *Store[T]) Watch(o WatchOptions[T]) (watch.Interface, error) {
 			return strings.Compare(key(a.GetNamespace(), a.GetName()), key(b.GetNamespace(), b.GetName()))
 		})
 		for _, obj := range objs {
-			w.pending = append(w.pending, watch.Event{Type: watch.Added, Object: s.copy(obj)})
+			w.pending = append(w.pending, watch.Event{Type: watch.Added, Object: s.share(obj)})
 		}
 		if o.SendInitialEvents && o.Bookmark != nil {
 			b := o.Bookmark()
@@ -95,7 +95,7 @@ func (s *Store[T]) Watch(o WatchOptions[T]) (watch.Interface, error) {
 			for i := range s.hcount {
 				ev := s.history[(s.hnext-s.hcount+i+len(s.history))%len(s.history)]
 				if ev.RV > from {
-					if e, ok := w.translate(ev, s.copy); ok {
+					if e, ok := w.translate(ev, s.share); ok {
 						w.pending = append(w.pending, e)
 					}
 				}

@@ -64,6 +64,16 @@ type Config struct {
 	// DefaultReconnectMinBackoff, DefaultReconnectMaxBackoff.
 	ReconnectMinBackoff options.Duration `json:"reconnectMinBackoff,omitempty"`
 	ReconnectMaxBackoff options.Duration `json:"reconnectMaxBackoff,omitempty"`
+	// ReceiveMaximum, if set, is how many QoS 1 and 2 messages the broker
+	// may have in flight to this client before it waits for
+	// acknowledgements. paho keeps a buffer of this many pointers per
+	// connection (512 KiB at MQTT's default of 65,535), so a process with
+	// many connections may set it lower. Brokers' flow control varies:
+	// mochi-mqtt caps it at its own inflight limit and holds what is beyond
+	// until the client's next packet, which can be a keep-alive away, so
+	// set it only with a broker that handles it well. Default: 0, not sent
+	// (MQTT's 65,535).
+	ReceiveMaximum int `json:"receiveMaximum,omitempty"`
 	// MaxEventBytes rejects larger events at Send with options.ErrTooLarge.
 	// Default: 0, only the broker's own maximum packet size (if it announces
 	// one) applies.
@@ -149,6 +159,9 @@ func (c Config) Validate() error {
 	}
 	if c.ReconnectMaxBackoff > 0 && c.ReconnectMinBackoff > c.ReconnectMaxBackoff {
 		errs = append(errs, fmt.Errorf("reconnectMinBackoff %v exceeds reconnectMaxBackoff %v", time.Duration(c.ReconnectMinBackoff), time.Duration(c.ReconnectMaxBackoff)))
+	}
+	if c.ReceiveMaximum < 0 || c.ReceiveMaximum > 65535 {
+		errs = append(errs, fmt.Errorf("receiveMaximum %d: want 1 to 65535 (0 for the default)", c.ReceiveMaximum))
 	}
 	if c.MaxEventBytes < 0 {
 		errs = append(errs, fmt.Errorf("maxEventBytes %d: want 0 (broker's limit) or more", c.MaxEventBytes))

@@ -194,9 +194,20 @@ func (t *Transport) connect(ctx context.Context) (*paho.Client, error) {
 		KeepAlive:  uint16(orDefault(t.cfg.KeepAlive, DefaultKeepAlive) / time.Second),
 		CleanStart: !t.cfg.PersistentSession,
 	}
+	if t.cfg.PersistentSession || t.cfg.ReceiveMaximum > 0 {
+		// RequestProblemInfo must stay true (MQTT's default, which a
+		// non-nil Properties would turn off): mochi-mqtt then also strips
+		// the user properties of PUBLISH packets, where the binding carries
+		// every CloudEvents attribute.
+		cp.Properties = &paho.ConnectProperties{RequestProblemInfo: true}
+	}
+	if t.cfg.ReceiveMaximum > 0 {
+		receiveMax := uint16(t.cfg.ReceiveMaximum)
+		cp.Properties.ReceiveMaximum = &receiveMax
+	}
 	if t.cfg.PersistentSession {
 		expiry := uint32(orDefault(t.cfg.SessionExpiry, time.Hour) / time.Second)
-		cp.Properties = &paho.ConnectProperties{SessionExpiryInterval: &expiry}
+		cp.Properties.SessionExpiryInterval = &expiry
 	}
 	if t.cfg.Username != "" {
 		cp.Username, cp.UsernameFlag = t.cfg.Username, true
