@@ -130,10 +130,10 @@ func (s *sourceSide) calls(uid string) int {
 }
 
 // close stops the source, as a crash or a restart does.
-func (s *sourceSide) close(t *testing.T) { closeClient(t, s.client.Close) }
+func (s *sourceSide) close(t testing.TB) { closeClient(t, s.client.Close) }
 
 // startSource starts a source whose handler records statuses in its store.
-func startSource(t *testing.T, id string, tr options.Transport, st *store, opts ...generic.SourceOption) *sourceSide {
+func startSource(t testing.TB, id string, tr options.Transport, st *store, opts ...generic.SourceOption) *sourceSide {
 	t.Helper()
 	obs := newCounter()
 	all := []generic.SourceOption{}
@@ -173,7 +173,7 @@ type agentSide struct {
 }
 
 // close stops the agent, as a crash or a restart does.
-func (a *agentSide) close(t *testing.T) { closeClient(t, a.client.Close) }
+func (a *agentSide) close(t testing.TB) { closeClient(t, a.client.Close) }
 
 func (a *agentSide) calls(uid string) int {
 	a.mu.Lock()
@@ -182,13 +182,13 @@ func (a *agentSide) calls(uid string) int {
 }
 
 // startAgent starts an agent whose handler applies specs to its store.
-func startAgent(t *testing.T, tr options.Transport, cluster string, st *store, opts ...generic.AgentOption) *agentSide {
+func startAgent(t testing.TB, tr options.Transport, cluster string, st *store, opts ...generic.AgentOption) *agentSide {
 	t.Helper()
 	return startAgentWith(t, tr, cluster, st, st, opts...)
 }
 
 // startAgentWith starts an agent that lists through lister.
-func startAgentWith(t *testing.T, tr options.Transport, cluster string, st *store, lister generic.Lister[*widget], opts ...generic.AgentOption) *agentSide {
+func startAgentWith(t testing.TB, tr options.Transport, cluster string, st *store, lister generic.Lister[*widget], opts ...generic.AgentOption) *agentSide {
 	t.Helper()
 	obs := newCounter()
 	all := []generic.AgentOption{}
@@ -218,7 +218,7 @@ func startAgentWith(t *testing.T, tr options.Transport, cluster string, st *stor
 	return a
 }
 
-func startClient(t *testing.T, start, close func(context.Context) error) {
+func startClient(t testing.TB, start, close func(context.Context) error) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -228,7 +228,7 @@ func startClient(t *testing.T, start, close func(context.Context) error) {
 	t.Cleanup(func() { closeClient(t, close) })
 }
 
-func closeClient(t *testing.T, close func(context.Context) error) {
+func closeClient(t testing.TB, close func(context.Context) error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	if err := close(ctx); err != nil {
@@ -239,7 +239,7 @@ func closeClient(t *testing.T, close func(context.Context) error) {
 // eventually polls cond until it holds. The deadline is generous: every
 // transport's scenarios run at once, under the race detector, on 2 cores.
 // The poll interval grows, so checking is not what eats the CPU.
-func eventually(t *testing.T, what string, cond func() bool) {
+func eventually(t testing.TB, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(45 * time.Second)
 	for wait := time.Millisecond; !cond(); wait = min(2*wait, 100*time.Millisecond) {

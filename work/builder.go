@@ -36,7 +36,7 @@ const (
 	// create their works again after a restart.
 	DefaultOrphanGracePeriod = 2 * time.Minute
 	// publishWorkers is how many goroutines publish a holder's writes.
-	publishWorkers = 4
+	publishWorkers = 16
 )
 
 // Config is how a holder connects: to a kube-apiserver (*rest.Config),

@@ -1,11 +1,13 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"net"
 	"strings"
+	"sync"
 	"sync/atomic"
 
 	cloudevents "github.com/cloudevents/sdk-go/v2"
@@ -31,23 +33,28 @@ import (
 type env struct {
 	transport work.TransportFunc // a fresh transport per client
 	close     func()
+	// dropped counts the messages the broker dropped for subscribers that
+	// fell behind; nil where the broker does not tell.
+	dropped func() int64
 }
 
 func newEnv(cfg config) (*env, error) {
 	switch cfg.transport {
 	case "mqtt":
 		addr, stop := cfg.broker, func() {}
+		var dropped func() int64
 		if addr == "" {
 			b, err := mqtttest.Start()
 			if err != nil {
 				return nil, err
 			}
-			addr, stop = b.Addr(), func() { _ = b.Close() }
+			addr, stop, dropped = b.Addr(), func() { _ = b.Close() }, b.Dropped
 		}
 		mc := mqtt.Config{BrokerHost: addr}
 		return &env{
 			transport: func() (options.Transport, error) { return mqtt.New(mc, mqtt.WithLogger(logr.Discard())) },
 			close:     stop,
+			dropped:   dropped,
 		}, nil
 	case "kafka":
 		addrs, stop := strings.Split(cfg.broker, ","), func() {}
@@ -91,9 +98,28 @@ func newEnv(cfg config) (*env, error) {
 
 var everything = labels.Everything()
 
-// rawDeployment is a Deployment manifest padded to about size bytes with
-// realistic content: labels, annotations, env, resources, probes.
+// rawDeployment is a Deployment manifest of about size bytes named name.
 func rawDeployment(name string, size int) runtime.RawExtension {
+	tmpl := deploymentTemplate(size)
+	return runtime.RawExtension{Raw: bytes.ReplaceAll(tmpl, []byte(placeholder), []byte(name))}
+}
+
+const placeholder = "NAME-PLACEHOLDER"
+
+var templates sync.Map // size → []byte
+
+func deploymentTemplate(size int) []byte {
+	if t, ok := templates.Load(size); ok {
+		return t.([]byte)
+	}
+	t := buildDeployment(placeholder, size).Raw
+	templates.Store(size, t)
+	return t
+}
+
+// buildDeployment is a Deployment manifest padded to about size bytes with
+// realistic content: labels, annotations, env, resources, probes.
+func buildDeployment(name string, size int) runtime.RawExtension {
 	env := []map[string]string{}
 	d := map[string]any{
 		"apiVersion": "apps/v1", "kind": "Deployment",
@@ -117,14 +143,14 @@ func rawDeployment(name string, size int) runtime.RawExtension {
 			},
 		},
 	}
-	for i := 0; ; i++ {
-		raw, _ := json.Marshal(d)
-		if len(raw) >= size {
-			return runtime.RawExtension{Raw: raw}
-		}
-		pad := size - len(raw) - len(`,{"name":"","value":""}`) - 8
-		env = append(env, map[string]string{"name": fmt.Sprintf("SETTING_%d", i), "value": strings.Repeat("x", max(min(pad, 64), 1))})
+	raw, _ := json.Marshal(d)
+	for i := 0; len(raw) < size; i++ {
+		// Settings of up to 64 characters until the manifest is big enough.
+		pad := size - len(raw) - len(`,{"name":"SETTING_00","value":""}`)
+		env = append(env, map[string]string{"name": fmt.Sprintf("SETTING_%02d", i), "value": strings.Repeat("x", min(max(pad, 1), 64))})
+		raw, _ = json.Marshal(d)
 	}
+	return runtime.RawExtension{Raw: raw}
 }
 
 // applyStatus sets what an agent reports for w: Applied and Available, and

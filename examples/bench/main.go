@@ -129,6 +129,10 @@ type Result struct {
 	HeapPerWork   int           `json:"heapBytesPerWork"`
 	PeakRSS       int           `json:"peakRSSBytes"`
 	Goroutines    int           `json:"goroutinesAtEnd"`
+	// BrokerDropped is how many messages the embedded broker dropped for
+	// subscribers that fell behind (resync healed them); absent where the
+	// broker does not tell.
+	BrokerDropped *int64 `json:"brokerDropped,omitempty"`
 }
 
 // PhaseResult is one phase's numbers.
@@ -157,4 +161,7 @@ func (r *Result) print(w io.Writer) {
 	}
 	fmt.Fprintf(w, "\nheap per work after delivery: %d B   peak RSS: %.1f MiB   goroutines at the end: %d\n",
 		r.HeapPerWork, float64(r.PeakRSS)/(1<<20), r.Goroutines)
+	if r.BrokerDropped != nil {
+		fmt.Fprintf(w, "messages the broker dropped for slow subscribers: %d\n", *r.BrokerDropped)
+	}
 }

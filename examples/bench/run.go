@@ -16,11 +16,13 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	kubetypes "k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/util/retry"
 	workv1 "open-cluster-management.io/api/work/v1"
 
 	"github.com/workwire/sdk-go/codec"
@@ -102,6 +104,10 @@ func run(ctx context.Context, cfg config, progress io.Writer) (*Result, error) {
 
 // finish stops everything the run started and measures what is left.
 func (b *bench) finish() *Result {
+	if b.env.dropped != nil {
+		n := b.env.dropped()
+		b.res.BrokerDropped = &n
+	}
 	b.closeAll()
 	b.env.close()
 	time.Sleep(100 * time.Millisecond) // goroutines on their way out, not leaks
@@ -344,7 +350,7 @@ func (b *bench) rawPhase(ctx context.Context) (PhaseResult, error) {
 
 // publishWorkers matches the work holder's publisher, so raw is the same
 // shape of load.
-const publishWorkers = 4
+const publishWorkers = 16
 
 // deliver: Create on the hub → every agent's informer holds it.
 func (b *bench) deliver(ctx context.Context) (PhaseResult, error) {
@@ -420,33 +426,52 @@ func (b *bench) status(ctx context.Context) (PhaseResult, error) {
 	}
 	defer func() { _ = b.hub.ManifestWorkInformer().Informer().RemoveEventHandler(reg) }()
 	begin := time.Now()
-	errs := make(chan error, len(b.agents))
+	// An agent that fails stops the wait at once, with its error.
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	var reporters sync.WaitGroup
 	for _, a := range b.agents {
-		go func() { errs <- reportApplied(ctx, a) }()
+		reporters.Go(func() {
+			if err := reportApplied(ctx, a); err != nil {
+				cancel(fmt.Errorf("cluster %s: %w", a.cluster, err))
+			}
+		})
 	}
+	defer reporters.Wait()
 	if err := b.wait(ctx, "status", len(b.works), seen.count); err != nil {
+		if cause := context.Cause(ctx); cause != nil && !errors.Is(cause, err) {
+			return PhaseResult{}, cause
+		}
 		return PhaseResult{}, err
 	}
 	d := time.Since(begin)
-	for range b.agents {
-		if err := <-errs; err != nil {
-			return PhaseResult{}, err
-		}
-	}
 	return PhaseResult{Duration: d, WorksPerSec: rate(len(b.works), d)}, nil
 }
 
+// reportApplied updates the status of every work the agent holds, as a
+// work agent's controller does: from its lister, and on a Conflict (the
+// cache was behind) again from a fresh read.
 func reportApplied(ctx context.Context, a *agentHolder) error {
 	works := a.holder.WorkInterface().WorkV1().ManifestWorks(a.cluster)
 	list, err := a.holder.ManifestWorkInformer().Lister().ManifestWorks(a.cluster).List(everything)
 	if err != nil {
 		return err
 	}
-	for _, w := range list {
-		w = w.DeepCopy()
-		applyStatus(w)
-		if _, err := works.UpdateStatus(ctx, w, metav1.UpdateOptions{}); err != nil {
-			return fmt.Errorf("update status of %s: %w", w.Name, err)
+	for _, cached := range list {
+		w := cached.DeepCopy()
+		err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			applyStatus(w)
+			_, err := works.UpdateStatus(ctx, w, metav1.UpdateOptions{})
+			if apierrors.IsConflict(err) {
+				if w, err = works.Get(ctx, cached.Name, metav1.GetOptions{}); err != nil {
+					return err
+				}
+				return apierrors.NewConflict(workv1.Resource("manifestworks"), cached.Name, errors.New("the cache was behind"))
+			}
+			return err
+		})
+		if err != nil {
+			return fmt.Errorf("update status of %s: %w", cached.Name, err)
 		}
 	}
 	return nil

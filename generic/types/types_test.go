@@ -253,3 +253,13 @@ func FuzzDecodeResyncPayloads(f *testing.F) {
 		_, _ = DecodeStatusHashList(data)
 	})
 }
+
+func BenchmarkParseEventType(b *testing.B) {
+	s := "io.open-cluster-management.works.v1alpha1.manifestbundles.status.update_request"
+	b.ReportAllocs()
+	for range b.N {
+		if _, err := ParseEventType(s); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -61,8 +61,9 @@ type Store[T Object] struct {
 
 	mu        sync.RWMutex
 	rv        uint64
-	items     map[string]T // "namespace/name"
-	byUID     map[kubetypes.UID]string
+	items     map[string]map[string]T // namespace → name → object
+	count     int
+	byUID     map[kubetypes.UID]ref
 	history   []Event[T] // ring of the last len(history) events
 	hnext     int        // where the next event goes
 	hcount    int        // events in the ring
@@ -96,15 +97,70 @@ func New[T Object](gr schema.GroupResource, copy, share func(T) T, history int) 
 		gr:        gr,
 		copy:      copy,
 		share:     share,
-		items:     make(map[string]T),
-		byUID:     make(map[kubetypes.UID]string),
+		items:     make(map[string]map[string]T),
+		byUID:     make(map[kubetypes.UID]ref),
 		history:   make([]Event[T], history),
 		watchers:  make(map[*watcher[T]]struct{}),
 		snapshots: make(map[string]*snapshot[T]),
 	}
 }
 
-func key(namespace, name string) string { return namespace + "/" + name }
+// ref names a stored object.
+type ref struct{ namespace, name string }
+
+// get returns the stored object. The caller holds s.mu.
+func (s *Store[T]) get(namespace, name string) (T, bool) {
+	obj, ok := s.items[namespace][name]
+	return obj, ok
+}
+
+// put stores obj. The caller holds s.mu for writing.
+func (s *Store[T]) put(obj T) {
+	ns := s.items[obj.GetNamespace()]
+	if ns == nil {
+		ns = make(map[string]T)
+		s.items[obj.GetNamespace()] = ns
+	}
+	if _, ok := ns[obj.GetName()]; !ok {
+		s.count++
+	}
+	ns[obj.GetName()] = obj
+}
+
+// remove drops the object. The caller holds s.mu for writing.
+func (s *Store[T]) remove(namespace, name string) {
+	ns := s.items[namespace]
+	if _, ok := ns[name]; !ok {
+		return
+	}
+	s.count--
+	delete(ns, name)
+	if len(ns) == 0 {
+		delete(s.items, namespace)
+	}
+}
+
+// each calls fn on every stored object of namespace ("" for all) until fn
+// returns false, and reports whether it ran to the end. The caller holds
+// s.mu.
+func (s *Store[T]) each(namespace string, fn func(T) bool) bool {
+	if namespace != "" {
+		for _, obj := range s.items[namespace] {
+			if !fn(obj) {
+				return false
+			}
+		}
+		return true
+	}
+	for _, ns := range s.items {
+		for _, obj := range ns {
+			if !fn(obj) {
+				return false
+			}
+		}
+	}
+	return true
+}
 
 // ResourceVersion returns the store's current resourceVersion.
 func (s *Store[T]) ResourceVersion() uint64 {
@@ -116,7 +172,7 @@ func (s *Store[T]) ResourceVersion() uint64 {
 // Get returns a copy of the object.
 func (s *Store[T]) Get(namespace, name string) (T, error) {
 	s.mu.RLock()
-	obj, ok := s.items[key(namespace, name)]
+	obj, ok := s.get(namespace, name)
 	s.mu.RUnlock()
 	if !ok {
 		var zero T
@@ -130,8 +186,7 @@ func (s *Store[T]) Get(namespace, name string) (T, error) {
 func (s *Store[T]) Peek(namespace, name string) (T, bool) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	obj, ok := s.items[key(namespace, name)]
-	return obj, ok
+	return s.get(namespace, name)
 }
 
 // PeekUID returns the stored object with uid itself, or false. The caller
@@ -139,12 +194,12 @@ func (s *Store[T]) Peek(namespace, name string) (T, bool) {
 func (s *Store[T]) PeekUID(uid kubetypes.UID) (T, bool) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	k, ok := s.byUID[uid]
+	r, ok := s.byUID[uid]
 	if !ok {
 		var zero T
 		return zero, false
 	}
-	return s.items[k], true
+	return s.get(r.namespace, r.name)
 }
 
 // Range calls fn on every stored object of namespace ("" for all) until fn
@@ -152,21 +207,14 @@ func (s *Store[T]) PeekUID(uid kubetypes.UID) (T, bool) {
 func (s *Store[T]) Range(namespace string, fn func(T) bool) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	for _, obj := range s.items {
-		if namespace != "" && obj.GetNamespace() != namespace {
-			continue
-		}
-		if !fn(obj) {
-			return
-		}
-	}
+	s.each(namespace, fn)
 }
 
 // Len returns how many objects the store holds.
 func (s *Store[T]) Len() int {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	return len(s.items)
+	return s.count
 }
 
 // Create stores obj, which the store owns from now on, with the next
@@ -176,8 +224,7 @@ func (s *Store[T]) Create(obj T) (T, error) {
 	var zero T
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	k := key(obj.GetNamespace(), obj.GetName())
-	if _, taken := s.items[k]; taken {
+	if _, taken := s.get(obj.GetNamespace(), obj.GetName()); taken {
 		return zero, apierrors.NewAlreadyExists(s.gr, obj.GetName())
 	}
 	if uid := obj.GetUID(); uid != "" {
@@ -187,9 +234,9 @@ func (s *Store[T]) Create(obj T) (T, error) {
 	}
 	s.rv++
 	obj.SetResourceVersion(strconv.FormatUint(s.rv, 10))
-	s.items[k] = obj
+	s.put(obj)
 	if uid := obj.GetUID(); uid != "" {
-		s.byUID[uid] = k
+		s.byUID[uid] = ref{obj.GetNamespace(), obj.GetName()}
 	}
 	s.record(Event[T]{Type: watch.Added, Object: obj, RV: s.rv})
 	return s.copy(obj), nil
@@ -205,8 +252,7 @@ func (s *Store[T]) Update(namespace, name string, fn func(cur T) (T, error)) (T,
 	var zero T
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	k := key(namespace, name)
-	cur, ok := s.items[k]
+	cur, ok := s.get(namespace, name)
 	if !ok {
 		return zero, apierrors.NewNotFound(s.gr, name)
 	}
@@ -222,7 +268,7 @@ func (s *Store[T]) Update(namespace, name string, fn func(cur T) (T, error)) (T,
 	}
 	s.rv++
 	next.SetResourceVersion(strconv.FormatUint(s.rv, 10))
-	s.items[k] = next
+	s.put(next)
 	s.record(Event[T]{Type: watch.Modified, Object: next, Prev: cur, RV: s.rv})
 	return s.copy(next), nil
 }
@@ -233,8 +279,7 @@ func (s *Store[T]) Delete(namespace, name string, check func(cur T) error) (T, e
 	var zero T
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	k := key(namespace, name)
-	cur, ok := s.items[k]
+	cur, ok := s.get(namespace, name)
 	if !ok {
 		return zero, apierrors.NewNotFound(s.gr, name)
 	}
@@ -248,7 +293,7 @@ func (s *Store[T]) Delete(namespace, name string, check func(cur T) error) (T, e
 	// kube-apiserver's watch does.
 	gone := s.copy(cur)
 	gone.SetResourceVersion(strconv.FormatUint(s.rv, 10))
-	delete(s.items, k)
+	s.remove(namespace, name)
 	delete(s.byUID, cur.GetUID())
 	s.record(Event[T]{Type: watch.Deleted, Object: gone, RV: s.rv})
 	return s.copy(gone), nil
@@ -356,20 +401,28 @@ func (s *Store[T]) List(o ListOptions[T]) (ListResult[T], error) {
 
 func (s *Store[T]) snapshot(namespace string, match func(T) bool) *snapshot[T] {
 	s.mu.RLock()
-	snap := &snapshot[T]{rv: s.rv, items: make([]T, 0, len(s.items))}
-	for _, obj := range s.items {
-		if (namespace == "" || obj.GetNamespace() == namespace) && (match == nil || match(obj)) {
+	size := s.count
+	if namespace != "" {
+		size = len(s.items[namespace])
+	}
+	snap := &snapshot[T]{rv: s.rv, items: make([]T, 0, size)}
+	s.each(namespace, func(obj T) bool {
+		if match == nil || match(obj) {
 			snap.items = append(snap.items, obj)
 		}
-	}
-	s.mu.RUnlock()
-	slices.SortFunc(snap.items, func(a, b T) int {
-		if c := strings.Compare(a.GetNamespace(), b.GetNamespace()); c != 0 {
-			return c
-		}
-		return strings.Compare(a.GetName(), b.GetName())
+		return true
 	})
+	s.mu.RUnlock()
+	slices.SortFunc(snap.items, byKey)
 	return snap
+}
+
+// byKey orders objects by namespace, then name.
+func byKey[T Object](a, b T) int {
+	if c := strings.Compare(a.GetNamespace(), b.GetNamespace()); c != 0 {
+		return c
+	}
+	return strings.Compare(a.GetName(), b.GetName())
 }
 
 func (s *Store[T]) keepSnapshot(snap *snapshot[T]) string {

@@ -8,6 +8,7 @@ import (
 	"go.uber.org/goleak"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	kubetypes "k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
@@ -257,6 +258,70 @@ func BenchmarkCreate(b *testing.B) {
 	for i := range b.N {
 		if _, err := s.Create(work("c1", fmt.Sprint("w", i), nil)); err != nil {
 			b.Fatal(err)
+		}
+	}
+}
+
+func BenchmarkUpdate(b *testing.B) {
+	s := newStore(0)
+	if _, err := s.Create(work("c1", "w", nil)); err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	for i := range b.N {
+		if _, err := s.Update("c1", "w", func(cur *workv1.ManifestWork) (*workv1.ManifestWork, error) {
+			cur.Generation = int64(i)
+			return cur, nil
+		}); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// benchStore holds 100,000 works over 1,000 namespaces; one in ten is
+// labelled tier=gold.
+func benchStore(b *testing.B) *Store[*workv1.ManifestWork] {
+	s := newStore(0)
+	for i := range 100000 {
+		l := map[string]string{"app": fmt.Sprint("app-", i%100), "tier": "bronze"}
+		if i%10 == 0 {
+			l["tier"] = "gold"
+		}
+		if _, err := s.Create(work(fmt.Sprint("cluster-", i%1000), fmt.Sprint("w", i), l)); err != nil {
+			b.Fatal(err)
+		}
+	}
+	return s
+}
+
+// A label-selector List over every namespace: 10,000 of 100,000 match.
+func BenchmarkListLabelSelector100k(b *testing.B) {
+	s := benchStore(b)
+	sel, err := labels.Parse("tier=gold")
+	if err != nil {
+		b.Fatal(err)
+	}
+	match := func(w *workv1.ManifestWork) bool { return sel.Matches(labels.Set(w.Labels)) }
+	b.ReportAllocs()
+	b.ResetTimer()
+	for range b.N {
+		res, err := s.List(ListOptions[*workv1.ManifestWork]{Match: match})
+		if err != nil || len(res.Items) != 10000 {
+			b.Fatalf("List: %d items, %v", len(res.Items), err)
+		}
+	}
+}
+
+// One namespace's works (an agent's or a per-cluster resync's listing):
+// 100 of 100,000.
+func BenchmarkListNamespace100k(b *testing.B) {
+	s := benchStore(b)
+	b.ReportAllocs()
+	b.ResetTimer()
+	for range b.N {
+		res, err := s.List(ListOptions[*workv1.ManifestWork]{Namespace: "cluster-7"})
+		if err != nil || len(res.Items) != 100 {
+			b.Fatalf("List: %d items, %v", len(res.Items), err)
 		}
 	}
 }

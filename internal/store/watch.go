@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -68,14 +67,13 @@ func (s *Store[T]) Watch(o WatchOptions[T]) (watch.Interface, error) {
 	}
 	if initial {
 		var objs []T
-		for _, obj := range s.items {
+		s.each(o.Namespace, func(obj T) bool {
 			if w.wants(obj) {
 				objs = append(objs, obj)
 			}
-		}
-		slices.SortFunc(objs, func(a, b T) int {
-			return strings.Compare(key(a.GetNamespace(), a.GetName()), key(b.GetNamespace(), b.GetName()))
+			return true
 		})
+		slices.SortFunc(objs, byKey)
 		for _, obj := range objs {
 			w.pending = append(w.pending, watch.Event{Type: watch.Added, Object: s.share(obj)})
 		}

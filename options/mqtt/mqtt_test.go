@@ -21,7 +21,7 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 // BrokerEnv names a real broker (host:port) to run the suite against too.
 const BrokerEnv = "WORKWIRE_MQTT_BROKER"
 
-func newTransport(t *testing.T, cfg mqtt.Config) *mqtt.Transport {
+func newTransport(t testing.TB, cfg mqtt.Config) *mqtt.Transport {
 	t.Helper()
 	cfg.ReconnectMinBackoff = options.Duration(20 * time.Millisecond)
 	cfg.ReconnectMaxBackoff = options.Duration(500 * time.Millisecond)
