@@ -3,6 +3,7 @@ package options
 import (
 	"encoding/json"
 	"fmt"
+	"math"
 	"os"
 	"strconv"
 	"strings"
@@ -56,7 +57,13 @@ func (d *Duration) UnmarshalJSON(b []byte) error {
 	if err != nil {
 		return fmt.Errorf("duration %s: want \"30s\" or a number of seconds", s)
 	}
-	*d = Duration(time.Duration(secs * float64(time.Second)))
+	// A float64 of nanoseconds converts to an int64 only within its range;
+	// beyond it (or for NaN) the conversion gives any value at all.
+	ns := secs * float64(time.Second)
+	if math.IsNaN(ns) || ns >= math.MaxInt64 || ns <= math.MinInt64 {
+		return fmt.Errorf("duration %s: out of range (at most about 292 years)", s)
+	}
+	*d = Duration(time.Duration(ns))
 	return nil
 }
 

@@ -187,10 +187,41 @@ func TestLoadFile(t *testing.T) {
 func TestBackoff(t *testing.T) {
 	t.Parallel()
 	b := Backoff{Min: 100 * time.Millisecond, Max: time.Second}
-	for attempt := range 20 {
-		d := b.Delay(attempt)
-		if d < 50*time.Millisecond || d > time.Second {
-			t.Fatalf("attempt %d: %v outside [50ms, 1s]", attempt, d)
+	// The ceiling doubles per attempt up to Max: 100ms, 200ms, 400ms, 800ms,
+	// then 1s for good. Each delay is jittered between Min/2 and the
+	// ceiling, and over many draws comes near the ceiling (the odds of 500
+	// draws all below 90% of it are under 1e-20).
+	for attempt, ceil := range []time.Duration{100, 200, 400, 800, 1000, 1000, 1000} {
+		ceil *= time.Millisecond
+		highest := time.Duration(0)
+		for range 500 {
+			d := b.Delay(attempt)
+			if d < 50*time.Millisecond || d > ceil {
+				t.Fatalf("attempt %d: %v outside [50ms, %v]", attempt, d, ceil)
+			}
+			highest = max(highest, d)
+		}
+		if highest < ceil*9/10 {
+			t.Errorf("attempt %d: the longest of 500 delays is %v; the ceiling is %v", attempt, highest, ceil)
+		}
+	}
+	if d := b.Delay(1 << 30); d > time.Second {
+		t.Errorf("a huge attempt number: %v, over Max", d)
+	}
+}
+
+func TestDurationRange(t *testing.T) {
+	t.Parallel()
+	for _, in := range []string{`1e300`, `-1e300`, `9.3e9`, `"2562048h"`} {
+		var d Duration
+		if err := d.UnmarshalJSON([]byte(in)); err == nil {
+			t.Errorf("duration %s: %v, want an out-of-range error", in, time.Duration(d))
+		}
+	}
+	for in, want := range map[string]time.Duration{`9e9`: 9e9 * time.Second, `-1.5`: -1500 * time.Millisecond, `"90m"`: 90 * time.Minute} {
+		var d Duration
+		if err := d.UnmarshalJSON([]byte(in)); err != nil || time.Duration(d) != want {
+			t.Errorf("duration %s: %v, %v; want %v", in, time.Duration(d), err, want)
 		}
 	}
 }
