@@ -104,3 +104,16 @@ func BenchmarkManifestBundleDecodeSpecMQTT(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkStatusHash is the hash status resync compares, for a work with
+// conditions and feedback values: the source computes it for every work it
+// holds, the agent for every work a resync request names.
+func BenchmarkStatusHash(b *testing.B) {
+	w := statusWork()
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := StatusHash(w); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

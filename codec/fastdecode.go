@@ -6,9 +6,9 @@ import (
 	"math"
 	"strconv"
 	"time"
-	"unicode"
-	"unicode/utf16"
 	"unicode/utf8"
+
+	"github.com/workwire/sdk-go/internal/jsonscan"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -51,12 +51,12 @@ func parse(data []byte, top func(*parser) bool) bool {
 	if !top(&p) {
 		return false
 	}
-	return skipWS(data, p.i) == len(data)
+	return jsonscan.SkipWS(data, p.i) == len(data)
 }
 
 // peek skips whitespace and returns the next byte (0 at the end).
 func (p *parser) peek() byte {
-	p.i = skipWS(p.data, p.i)
+	p.i = jsonscan.SkipWS(p.data, p.i)
 	if p.i < len(p.data) {
 		return p.data[p.i]
 	}
@@ -68,22 +68,22 @@ func (p *parser) null() bool {
 	if p.peek() != 'n' {
 		return false
 	}
-	end, ok := skipLiteral(p.data, p.i, "null")
+	end, ok := jsonscan.SkipLiteral(p.data, p.i, "null")
 	p.i = end
 	return ok
 }
 
 // value consumes the next value and returns its bytes.
 func (p *parser) value() ([]byte, bool) {
-	start := skipWS(p.data, p.i)
-	end, ok := skipValue(p.data, start, p.depth)
+	start := jsonscan.SkipWS(p.data, p.i)
+	end, ok := jsonscan.SkipValue(p.data, start, p.depth)
 	p.i = end
 	return p.data[start:end], ok
 }
 
 // open consumes the opening bracket c of an array or object.
 func (p *parser) open(c byte) bool {
-	if p.peek() != c || p.depth >= maxNesting {
+	if p.peek() != c || p.depth >= jsonscan.MaxNesting {
 		return false
 	}
 	p.i++
@@ -126,7 +126,7 @@ func (p *parser) object(field func(key []byte) bool) bool {
 		if p.peek() != '"' {
 			return false
 		}
-		end, plain, ok := skipString(p.data, p.i)
+		end, plain, ok := jsonscan.SkipString(p.data, p.i)
 		if !ok || !plain || n == len(seen) {
 			return false
 		}
@@ -223,7 +223,7 @@ func (p *parser) str() (string, bool) {
 	if p.peek() != '"' {
 		return "", false
 	}
-	end, plain, ok := skipString(p.data, p.i)
+	end, plain, ok := jsonscan.SkipString(p.data, p.i)
 	if !ok {
 		return "", false
 	}
@@ -238,11 +238,11 @@ func (p *parser) str() (string, bool) {
 func parseBool(p *parser, dst *bool) bool {
 	switch p.peek() {
 	case 't':
-		end, ok := skipLiteral(p.data, p.i, "true")
+		end, ok := jsonscan.SkipLiteral(p.data, p.i, "true")
 		p.i, *dst = end, true
 		return ok
 	case 'f':
-		end, ok := skipLiteral(p.data, p.i, "false")
+		end, ok := jsonscan.SkipLiteral(p.data, p.i, "false")
 		p.i, *dst = end, false
 		return ok
 	}
@@ -260,7 +260,7 @@ func parseInt64(p *parser, dst *int64) bool {
 		return false
 	}
 	start := p.i
-	end, ok := skipNumber(p.data, start)
+	end, ok := jsonscan.SkipNumber(p.data, start)
 	if !ok {
 		return false
 	}
@@ -292,74 +292,10 @@ func parseTime(p *parser, t *metav1.Time) bool {
 	return true
 }
 
-// unquote decodes the bytes of a JSON string (between its quotes, already
-// validated) exactly as encoding/json does: escapes, surrogate pairs, and
-// U+FFFD for invalid UTF-8 and unpaired surrogates.
+// unquote decodes the bytes of a JSON string between its quotes, already
+// validated, exactly as encoding/json does.
 func unquote(s []byte) string {
-	b := make([]byte, 0, len(s)+utf8.UTFMax)
-	for r := 0; r < len(s); {
-		switch c := s[r]; {
-		case c == '\\':
-			switch e := s[r+1]; e {
-			case 'b':
-				b = append(b, '\b')
-			case 'f':
-				b = append(b, '\f')
-			case 'n':
-				b = append(b, '\n')
-			case 'r':
-				b = append(b, '\r')
-			case 't':
-				b = append(b, '\t')
-			case 'u':
-				rr := getu4(s[r:])
-				r += 6
-				if utf16.IsSurrogate(rr) {
-					if dec := utf16.DecodeRune(rr, getu4(s[r:])); dec != unicode.ReplacementChar {
-						b = utf8.AppendRune(b, dec)
-						r += 6
-						continue
-					}
-					rr = unicode.ReplacementChar
-				}
-				b = utf8.AppendRune(b, rr)
-				continue
-			default: // '"', '\\', '/'
-				b = append(b, e)
-			}
-			r += 2
-		case c < utf8.RuneSelf:
-			b = append(b, c)
-			r++
-		default:
-			rr, size := utf8.DecodeRune(s[r:])
-			b = utf8.AppendRune(b, rr)
-			r += size
-		}
-	}
-	return string(b)
-}
-
-// getu4 decodes the \uXXXX escape at the start of s, or returns -1.
-func getu4(s []byte) rune {
-	if len(s) < 6 || s[0] != '\\' || s[1] != 'u' {
-		return -1
-	}
-	var r rune
-	for _, c := range s[2:6] {
-		switch {
-		case c >= '0' && c <= '9':
-			c -= '0'
-		case c >= 'a' && c <= 'f':
-			c = c - 'a' + 10
-		case c >= 'A' && c <= 'F':
-			c = c - 'A' + 10
-		default:
-			return -1
-		}
-		r = r*16 + rune(c)
-	}
-	return r
+	return string(jsonscan.AppendUnquoted(make([]byte, 0, len(s)+utf8.UTFMax), s))
 }
 
 // rawExtension is what runtime.RawExtension.UnmarshalJSON makes of raw:
@@ -388,7 +324,7 @@ func parseRawList(p *parser, dst *[]workv1.Manifest) bool {
 		p.depth--
 	} else {
 		for {
-			from := skipWS(p.data, p.i)
+			from := jsonscan.SkipWS(p.data, p.i)
 			raw, ok := p.value()
 			if !ok {
 				return false

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/workwire/sdk-go/internal/jsonscan"
+
 	"github.com/google/go-cmp/cmp"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -108,8 +110,8 @@ func FuzzFastDecoders(f *testing.F) {
 		f.Add(evt.Data())
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
-		if got, want := validJSON(data), json.Valid(data); got != want {
-			t.Fatalf("validJSON(%q) = %v, json.Valid = %v", data, got, want)
+		if got, want := jsonscan.Valid(data), json.Valid(data); got != want {
+			t.Fatalf("jsonscan.Valid(%q) = %v, json.Valid = %v", data, got, want)
 		}
 		parity(t, data, fastManifestBundle)
 		parity(t, data, fastManifest)
@@ -141,13 +143,13 @@ func parity[T any](t *testing.T, data []byte, fast func(*parser, *T) bool) {
 
 func TestValidJSONNesting(t *testing.T) {
 	t.Parallel()
-	for _, n := range []int{1, 100, maxNesting, maxNesting + 1} {
+	for _, n := range []int{1, 100, jsonscan.MaxNesting, jsonscan.MaxNesting + 1} {
 		data := strings.Repeat("[", n) + strings.Repeat("]", n)
-		if got, want := validJSON([]byte(data)), json.Valid([]byte(data)); got != want {
+		if got, want := jsonscan.Valid([]byte(data)), json.Valid([]byte(data)); got != want {
 			t.Errorf("depth %d: validJSON = %v, json.Valid = %v", n, got, want)
 		}
 		data = strings.Repeat(`{"a":`, n) + "1" + strings.Repeat("}", n)
-		if got, want := validJSON([]byte(data)), json.Valid([]byte(data)); got != want {
+		if got, want := jsonscan.Valid([]byte(data)), json.Valid([]byte(data)); got != want {
 			t.Errorf("object depth %d: validJSON = %v, json.Valid = %v", n, got, want)
 		}
 	}

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/workwire/sdk-go/internal/jsonscan"
+
 	workv1 "open-cluster-management.io/api/work/v1"
 )
 
@@ -44,7 +46,7 @@ func manifestJSON(m *workv1.Manifest) ([]byte, error) {
 	if !isJSONObject(raw) {
 		return nil, fmt.Errorf("not a JSON object (got %s)", jsonKind(raw))
 	}
-	if !validJSON(raw) {
+	if !jsonscan.Valid(raw) {
 		// Let encoding/json say what is wrong, and where.
 		if err := json.Unmarshal(raw, new(json.RawMessage)); err != nil {
 			return nil, jsonError(err)
