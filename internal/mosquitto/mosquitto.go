@@ -1,6 +1,7 @@
 // Package mosquitto runs a private Mosquitto broker for tests that need a
 // real one they can configure (TLS, ACLs) or restart: a child process on a
 // free 127.0.0.1 port with its own config file, stopped when the test ends.
+// Recipe and ACL render the broker setup docs/mosquitto.md documents.
 package mosquitto
 
 import (
@@ -47,11 +48,19 @@ type Broker struct {
 	exited chan struct{}
 }
 
-// Start runs Mosquitto with a listener on a free port and the extra config
-// lines given (TLS files, acl_file, ...; "{{port}}"-free: the listener line
-// is written here). It skips t when Mosquitto is not installed and the
-// environment does not ask for real-broker tests, and fails it otherwise.
-func Start(t testing.TB, listenerOptions, extra string) *Broker {
+// Plain returns the configuration of a broker without authentication on
+// port of 127.0.0.1, followed by the extra lines given.
+func Plain(port int, extra string) string {
+	return fmt.Sprintf("listener %d 127.0.0.1\nallow_anonymous true\n%s", port, extra)
+}
+
+// Start runs Mosquitto with the configuration config returns for a free
+// port (see Plain and Recipe.Config), to which it adds only what a private
+// test broker needs: no persistence, logs to the test, and, as root, "user
+// root". It skips t when Mosquitto is not installed and the environment
+// does not ask for real-broker tests (EnvBroker), and fails it otherwise.
+// The broker stops when t ends.
+func Start(t testing.TB, config func(port int) string) *Broker {
 	t.Helper()
 	bin := Binary()
 	if bin == "" {
@@ -63,7 +72,7 @@ func Start(t testing.TB, listenerOptions, extra string) *Broker {
 	port := freePort(t)
 	dir := t.TempDir()
 	conf := filepath.Join(dir, "mosquitto.conf")
-	text := fmt.Sprintf("listener %d 127.0.0.1\n%s\npersistence false\nlog_dest stderr\nlog_type error\nlog_type warning\n%s\n", port, listenerOptions, extra)
+	text := config(port) + "\n# For a private test broker:\npersistence false\nlog_dest stderr\nlog_type error\nlog_type warning\n"
 	if os.Geteuid() == 0 {
 		// Run as root (as CI does), Mosquitto would switch to its own user,
 		// which cannot read the test's private temporary files.
@@ -103,7 +112,15 @@ func (b *Broker) start() error {
 		}
 		if c, err := net.DialTimeout("tcp", b.Addr(), 100*time.Millisecond); err == nil {
 			c.Close()
-			return nil
+			// Another process may hold the port (it was free when chosen,
+			// or while the broker was down): then Mosquitto exits as it
+			// fails to bind, at once.
+			select {
+			case <-exited:
+				return fmt.Errorf("mosquitto exited at start: is port %d taken? (config %s)", b.port, b.conf)
+			case <-time.After(100 * time.Millisecond):
+				return nil
+			}
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
@@ -130,7 +147,8 @@ func (b *Broker) Stop() {
 }
 
 // Restart stops the broker and starts it again on the same port: every
-// client loses its connection and, with persistence off, its session.
+// client loses its connection and, with persistence off, its session. It
+// retries until ctx ends (the port may linger for a moment).
 func (b *Broker) Restart(ctx context.Context) error {
 	b.Stop()
 	var err error

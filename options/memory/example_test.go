@@ -2,7 +2,9 @@ package memory_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/workwire/sdk-go/options"
@@ -33,4 +35,24 @@ func ExampleNewBroker() {
 	}
 	fmt.Println(got.Deliveries()[0].Event.ID())
 	// Output: kept
+}
+
+// A broker with a size limit refuses larger events at Send, as a real
+// broker with a packet size limit does; the events after it go through.
+func ExampleWithMaxEventSize() {
+	ctx := context.Background()
+	b := memory.NewBroker(memory.WithMaxEventSize(1024))
+	hub := b.Transport()
+	_ = hub.Start(ctx, nil, transporttest.NewRecorder())
+	defer hub.Close(ctx)
+
+	big := transporttest.NewEvent("big", "spec.create_request")
+	_ = big.SetData("application/json", map[string]string{"pad": strings.Repeat("x", 2048)})
+	route := options.Route{Role: options.RoleSpec, Source: "hub1", Cluster: "cluster1"}
+	err := hub.Send(ctx, route, big)
+	fmt.Println(errors.Is(err, options.ErrTooLarge))
+	fmt.Println(hub.Send(ctx, route, transporttest.NewEvent("small", "spec.create_request")))
+	// Output:
+	// true
+	// <nil>
 }

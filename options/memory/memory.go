@@ -1,9 +1,10 @@
 // Package memory is an in-process transport: a Broker routes events between
 // the Transports it hands out, by the same roles as a real broker. Use it to
 // test code built on workwire's clients without a network; Disconnect,
-// Reconnect and Broker.Restart simulate connection loss, and SetFaults makes
-// the broker drop, duplicate, reorder and delay events, reproducibly from a
-// seed.
+// Reconnect and Broker.Restart simulate connection loss, SetFaults makes
+// the broker drop, duplicate, reorder and delay events, with choices drawn
+// from a seed, and WithMaxEventSize gives it a size limit, as real brokers
+// have, so that Send fails with options.ErrTooLarge.
 //
 // Events cross the broker as CloudEvents JSON, so what a receiver gets has
 // the same attribute types a real wire produces.
@@ -26,11 +27,24 @@ import (
 type Broker struct {
 	mu      sync.Mutex
 	clients map[*Transport]struct{}
+	maxSize int // bytes of an event's JSON; 0 = no limit
 
 	faultMu sync.Mutex
 	faults  Faults
 	rng     *rand.Rand
 	stats   FaultStats
+}
+
+// BrokerOption configures a Broker at NewBroker.
+type BrokerOption func(*Broker)
+
+// WithMaxEventSize makes Send fail with options.ErrTooLarge, without
+// delivering anything, for an event whose encoding on this broker's wire
+// (its CloudEvents JSON) is larger than n bytes; the events sent after it
+// are not held up. Default 0: no limit. Broker.SetMaxEventSize changes it
+// later.
+func WithMaxEventSize(n int) BrokerOption {
+	return func(b *Broker) { b.maxSize = max(n, 0) }
 }
 
 // Faults is what the broker does to events in flight. Each probability is
@@ -40,23 +54,59 @@ type Faults struct {
 	Drop float64
 	// Duplicate delivers it twice.
 	Duplicate float64
-	// Reorder holds it back and delivers it after the subscriber's next one.
+	// Reorder holds the delivery back and delivers it right after the
+	// subscriber's next one or, if none comes, once a hold drawn from the
+	// seed in [MaxHold/2, MaxHold] has passed: a reordered event is late,
+	// never lost. A transport holds one delivery at a time; while it does,
+	// further Reorder choices deliver in order.
 	Reorder float64
+	// MaxHold bounds how long Reorder holds a delivery back. Default (0):
+	// DefaultMaxHold.
+	MaxHold time.Duration
 	// Delay, if set, delays each delivery by a random duration up to Delay
-	// (which also reorders deliveries).
+	// (which also reorders deliveries). A delivery both delayed and
+	// reordered is held back once its delay has passed.
 	Delay time.Duration
-	// Seed makes the choices reproducible.
+	// Seed seeds the choices. The broker draws them in the order it routes
+	// deliveries, so the n-th delivery meets the same fate in every run
+	// with the same seed and faults; which event is the n-th depends on the
+	// order in which goroutines call Send, which no seed fixes.
 	Seed uint64
 }
 
-// FaultStats counts the faults a broker injected.
+// DefaultMaxHold is how long Reorder holds a delivery back at most when
+// Faults.MaxHold is not set.
+const DefaultMaxHold = 50 * time.Millisecond
+
+// FaultStats counts the faults a broker injected. Flushed counts the
+// reordered deliveries that no later delivery released, so that their hold
+// ran out.
 type FaultStats struct {
-	Delivered, Dropped, Duplicated, Reordered, Delayed int
+	Delivered, Dropped, Duplicated, Reordered, Delayed, Flushed int
 }
 
-// NewBroker returns an empty broker.
-func NewBroker() *Broker {
-	return &Broker{clients: make(map[*Transport]struct{})}
+// NewBroker returns an empty broker, with no faults and no size limit
+// unless options say otherwise.
+func NewBroker(opts ...BrokerOption) *Broker {
+	b := &Broker{clients: make(map[*Transport]struct{})}
+	for _, o := range opts {
+		o(b)
+	}
+	return b
+}
+
+// SetMaxEventSize sets the size limit of WithMaxEventSize from now on; 0
+// removes it. It is goroutine-safe.
+func (b *Broker) SetMaxEventSize(n int) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.maxSize = max(n, 0)
+}
+
+func (b *Broker) maxEventSize() int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.maxSize
 }
 
 // Transport returns a new, unstarted transport on b.
@@ -104,37 +154,55 @@ func (b *Broker) FaultStats() FaultStats {
 	return b.stats
 }
 
-// fate decides what happens to one delivery.
-func (b *Broker) fate() (copies int, reorder bool, delay time.Duration) {
+// deliveryFate is what happens to one delivery: how many copies arrive,
+// after which delay, and for how long each is held back to reorder it (0:
+// not).
+type deliveryFate struct {
+	copies      int
+	delay, hold time.Duration
+}
+
+// fate draws the fate of one delivery.
+func (b *Broker) fate() deliveryFate {
 	b.faultMu.Lock()
 	defer b.faultMu.Unlock()
 	f := b.faults
 	b.stats.Delivered++
 	if b.rng == nil {
-		return 1, false, 0
+		return deliveryFate{copies: 1}
 	}
 	if b.rng.Float64() < f.Drop {
 		b.stats.Dropped++
-		return 0, false, 0
+		return deliveryFate{}
 	}
-	copies = 1
+	out := deliveryFate{copies: 1}
 	if b.rng.Float64() < f.Duplicate {
 		b.stats.Duplicated++
-		copies = 2
+		out.copies = 2
 	}
 	if b.rng.Float64() < f.Reorder {
 		b.stats.Reordered++
-		reorder = true
+		maxHold := f.MaxHold
+		if maxHold <= 0 {
+			maxHold = DefaultMaxHold
+		}
+		out.hold = maxHold - time.Duration(b.rng.Int64N(int64(maxHold/2)+1))
 	}
 	if f.Delay > 0 {
 		b.stats.Delayed++
-		delay = time.Duration(b.rng.Int64N(int64(f.Delay)))
+		out.delay = time.Duration(b.rng.Int64N(int64(f.Delay)))
 	}
-	return copies, reorder, delay
+	return out
+}
+
+func (b *Broker) countFlushed() {
+	b.faultMu.Lock()
+	defer b.faultMu.Unlock()
+	b.stats.Flushed++
 }
 
 // SendRaw routes data as if a peer had sent it on route: use it to feed
-// receivers malformed input.
+// receivers malformed input. The size limit does not apply to it.
 func (b *Broker) SendRaw(r options.Route, data []byte) {
 	b.route(r, data)
 }
@@ -144,12 +212,12 @@ func (b *Broker) route(r options.Route, data []byte) {
 		if !t.wants(r) {
 			continue
 		}
-		copies, reorder, delay := b.fate()
-		for range copies {
-			if delay > 0 {
-				t.enqueueAfter(r, data, delay)
+		f := b.fate()
+		for range f.copies {
+			if f.delay > 0 {
+				t.enqueueAfter(r, data, f.delay, f.hold)
 			} else {
-				t.enqueue(r, data, reorder)
+				t.enqueue(r, data, f.hold)
 			}
 		}
 	}
@@ -168,9 +236,16 @@ type Transport struct {
 	subs      []options.Subscription
 	recv      options.Receiver
 	inbox     []inMsg
-	held      *inMsg // a delivery held back to reorder it
+	held      *heldMsg // a delivery held back to reorder it
 	timers    map[*time.Timer]struct{}
 	wg        sync.WaitGroup
+}
+
+// heldMsg is a delivery held back until the next one, or until its timer
+// fires.
+type heldMsg struct {
+	msg   inMsg
+	timer *time.Timer
 }
 
 type inMsg struct {
@@ -209,7 +284,10 @@ func (t *Transport) Start(ctx context.Context, subs []options.Subscription, r op
 	return nil
 }
 
-// Send routes evt to every transport subscribed to route.
+// Send routes evt to every transport subscribed to route. An event larger
+// than the broker's size limit (WithMaxEventSize) fails with an error
+// wrapping options.ErrTooLarge and reaches nobody. Send does not wait for
+// delivery; it is goroutine-safe.
 func (t *Transport) Send(ctx context.Context, route options.Route, evt *cloudevents.Event) error {
 	if err := route.Validate(); err != nil {
 		return err
@@ -226,6 +304,9 @@ func (t *Transport) Send(ctx context.Context, route options.Route, evt *cloudeve
 	data, err := evt.MarshalJSON()
 	if err != nil {
 		return fmt.Errorf("memory transport: encode: %w", err)
+	}
+	if limit := t.broker.maxEventSize(); limit > 0 && len(data) > limit {
+		return fmt.Errorf("memory transport: event %s of type %s: %w: %d bytes, limit %d", evt.ID(), evt.Type(), options.ErrTooLarge, len(data), limit)
 	}
 	t.broker.route(route, data)
 	return nil
@@ -298,28 +379,47 @@ func (t *Transport) wants(r options.Route) bool {
 	return false
 }
 
-func (t *Transport) enqueue(r options.Route, data []byte, holdBack bool) {
+// enqueue queues a delivery, or holds it back for up to hold (if not 0 and
+// nothing is held yet). A held delivery goes right after the next one.
+func (t *Transport) enqueue(r options.Route, data []byte, hold time.Duration) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if !t.connected {
 		return
 	}
 	m := inMsg{route: r, data: data}
-	if holdBack && t.held == nil {
-		t.held = &m
+	if hold > 0 && t.held == nil {
+		h := &heldMsg{msg: m}
+		h.timer = time.AfterFunc(hold, func() { t.flushHeld(h) })
+		t.held = h
 		return
 	}
 	t.inbox = append(t.inbox, m)
-	if t.held != nil {
-		t.inbox = append(t.inbox, *t.held)
+	if h := t.held; h != nil {
+		h.timer.Stop()
+		t.inbox = append(t.inbox, h.msg)
 		t.held = nil
 	}
 	t.cond.Signal()
 }
 
-// enqueueAfter delivers after d, unless the transport disconnects or closes
-// first.
-func (t *Transport) enqueueAfter(r options.Route, data []byte, d time.Duration) {
+// flushHeld delivers h if it is still held: no delivery came to release it.
+func (t *Transport) flushHeld(h *heldMsg) {
+	t.mu.Lock()
+	if t.held != h {
+		t.mu.Unlock()
+		return // released, or dropped by a disconnect
+	}
+	t.held = nil
+	t.inbox = append(t.inbox, h.msg)
+	t.cond.Signal()
+	t.mu.Unlock()
+	t.broker.countFlushed()
+}
+
+// enqueueAfter delivers after d (then holding it back for hold, as enqueue
+// does), unless the transport disconnects or closes first.
+func (t *Transport) enqueueAfter(r options.Route, data []byte, d, hold time.Duration) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if !t.connected {
@@ -335,7 +435,7 @@ func (t *Transport) enqueueAfter(r options.Route, data []byte, d time.Duration) 
 		delete(t.timers, timer)
 		t.mu.Unlock()
 		if live {
-			t.enqueue(r, data, false)
+			t.enqueue(r, data, hold)
 		}
 	})
 	t.timers[timer] = struct{}{}
@@ -344,7 +444,10 @@ func (t *Transport) enqueueAfter(r options.Route, data []byte, d time.Duration) 
 // dropInFlight forgets deliveries not yet made. The caller holds t.mu.
 func (t *Transport) dropInFlight() {
 	t.inbox = t.inbox[:0]
-	t.held = nil
+	if t.held != nil {
+		t.held.timer.Stop()
+		t.held = nil
+	}
 	for timer := range t.timers {
 		timer.Stop()
 	}
