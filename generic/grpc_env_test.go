@@ -28,7 +28,8 @@ func init() {
 					t.Fatal(err)
 				}
 			},
-			sendRaw: func(_ *testing.T, r options.Route, payload []byte) { srv.SendRaw(r, payload) },
+			sendRaw:          func(_ *testing.T, r options.Route, payload []byte) { srv.SendRaw(r, payload) },
+			filtersDataTypes: true,
 		}
 	}})
 }

@@ -58,8 +58,10 @@ type Config struct {
 	// a sidecar (a service mesh) that encrypts the hop itself. Default: false.
 	AllowTokenWithoutTLS bool `json:"allowTokenWithoutTLS,omitempty"`
 	// KeepAliveTime is how long a connection may be silent before the
-	// client pings the server; negative turns keep-alive pings off.
-	// Default: DefaultKeepAliveTime.
+	// client pings the server; negative turns keep-alive pings off. gRPC
+	// raises values under 10s to 10s, and the server (options/grpc/server)
+	// disconnects clients that ping more often than its
+	// MinClientPingInterval (10s by default). Default: DefaultKeepAliveTime.
 	KeepAliveTime options.Duration `json:"keepAliveTime,omitempty"`
 	// KeepAliveTimeout is how long the client waits for a ping's answer.
 	// Default: DefaultKeepAliveTimeout.

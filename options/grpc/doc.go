@@ -14,7 +14,9 @@
 // agent). Start opens one Subscribe stream per side it subscribes for: a
 // source's stream (options.SourceSubscriptions) carries the status for it
 // and every spec resync; an agent's (options.AgentSubscriptions) the specs
-// for its cluster and every status resync. Received events carry the route
+// for its cluster and every status resync. The broker sends a stream only
+// the data types its subscriptions name (Subscription.DataTypes), or every
+// data type when one of them names none. Received events carry the route
 // the broker delivered them by, so their Role, Source and Cluster are set.
 //
 // # Connection, heartbeats and reconnects

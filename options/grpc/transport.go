@@ -126,17 +126,28 @@ func (t *Transport) dialOptions() []grpclib.DialOption {
 			grpclib.MaxCallSendMsgSize(t.maxEvent),
 		),
 	}
-	if ka := orDefault(cfg.KeepAliveTime, DefaultKeepAliveTime); ka > 0 {
-		opts = append(opts, grpclib.WithKeepaliveParams(keepalive.ClientParameters{
-			Time:                ka,
-			Timeout:             orDefault(cfg.KeepAliveTimeout, DefaultKeepAliveTimeout),
-			PermitWithoutStream: true,
-		}))
+	if ka, ok := keepaliveParams(cfg); ok {
+		opts = append(opts, grpclib.WithKeepaliveParams(ka))
 	}
 	if cfg.TokenFile != "" {
 		opts = append(opts, grpclib.WithPerRPCCredentials(newFileToken(cfg.TokenFile, !cfg.AllowTokenWithoutTLS)))
 	}
 	return append(opts, t.dialOpts...)
+}
+
+// keepaliveParams returns the keep-alive pings cfg asks for; false when
+// they are off. Pings go out on idle connections without streams too (a
+// source that only publishes), which the server permits.
+func keepaliveParams(cfg Config) (keepalive.ClientParameters, bool) {
+	ka := orDefault(cfg.KeepAliveTime, DefaultKeepAliveTime)
+	if ka <= 0 {
+		return keepalive.ClientParameters{}, false
+	}
+	return keepalive.ClientParameters{
+		Time:                ka,
+		Timeout:             orDefault(cfg.KeepAliveTimeout, DefaultKeepAliveTimeout),
+		PermitWithoutStream: true,
+	}, true
 }
 
 // Start connects, subscribes to subs and then keeps the subscriptions up
@@ -515,10 +526,26 @@ func (t *Transport) deliver(re *protocol.RoutedEvent) {
 			t.recv.Malformed(fmt.Errorf("grpc: event: decoder panic: %v", p))
 		}
 	}()
+	route, evt, err := decode(re)
+	if err != nil {
+		t.recv.Malformed(err)
+		return
+	}
+	if route.Role != 0 && !t.wants(route) {
+		t.log.V(4).Info("dropped an event no subscription asked for", "id", evt.ID(), "route", route)
+		return
+	}
+	t.recv.Deliver(options.NewDelivery(route, evt, nil))
+}
+
+// decode turns a received RoutedEvent into the route and the event the
+// transport delivers: the route the broker gives or, without one, the one
+// the event's own attributes give (a zero route when they give none), and
+// a valid CloudEvent. It fails on what is not one.
+func decode(re *protocol.RoutedEvent) (options.Route, *cloudevents.Event, error) {
 	pbe := re.GetEvent()
 	if pbe == nil {
-		t.recv.Malformed(errors.New("grpc: stream message without an event"))
-		return
+		return options.Route{}, nil, errors.New("grpc: stream message without an event")
 	}
 	route := protocol.RouteFromProto(re.GetRoute())
 	if route.Role == 0 {
@@ -528,18 +555,12 @@ func (t *Transport) deliver(re *protocol.RoutedEvent) {
 	}
 	evt, err := format.FromProto(pbe)
 	if err != nil {
-		t.recv.Malformed(fmt.Errorf("grpc: event %q for %s: not a CloudEvent: %w", pbe.GetId(), route.Role, err))
-		return
+		return options.Route{}, nil, fmt.Errorf("grpc: event %q for %s: not a CloudEvent: %w", pbe.GetId(), route.Role, err)
 	}
 	if err := evt.Validate(); err != nil {
-		t.recv.Malformed(fmt.Errorf("grpc: event %q for %s: invalid CloudEvent: %w", pbe.GetId(), route.Role, err))
-		return
+		return options.Route{}, nil, fmt.Errorf("grpc: event %q for %s: invalid CloudEvent: %w", pbe.GetId(), route.Role, err)
 	}
-	if route.Role != 0 && !t.wants(route) {
-		t.log.V(4).Info("dropped an event no subscription asked for", "id", evt.ID(), "route", route)
-		return
-	}
-	t.recv.Deliver(options.NewDelivery(route, evt, nil))
+	return route, evt, nil
 }
 
 func (t *Transport) wants(r options.Route) bool {

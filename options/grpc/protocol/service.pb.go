@@ -244,9 +244,12 @@ type SubscriptionRequest struct {
 	Source      string                 `protobuf:"bytes,1,opt,name=source,proto3" json:"source,omitempty"`
 	ClusterName string                 `protobuf:"bytes,2,opt,name=cluster_name,json=clusterName,proto3" json:"cluster_name,omitempty"`
 	// data_types are the data types the subscriber handles
-	// ("<reverse group>.<version>.<resource>"). The broker authorizes each and
-	// serves the ones it is itself the source of; relayed events of other data
-	// types still reach the subscriber, which drops what it does not know.
+	// ("<reverse group>.<version>.<resource>"; the plural and singular forms
+	// of a resource are one). The broker refuses a malformed one, authorizes
+	// each, serves the ones it is itself the source of, and sends the
+	// subscriber only events of these data types (and events whose type names
+	// no data type, which the client reports as malformed). Empty: every data
+	// type.
 	DataTypes     []string `protobuf:"bytes,3,rep,name=data_types,json=dataTypes,proto3" json:"data_types,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache

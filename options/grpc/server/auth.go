@@ -47,7 +47,9 @@ var ErrNoCredentials = errors.New("no credentials")
 var ErrDenied = errors.New("permission denied")
 
 // Authenticator verifies who a caller is. Implementations must be
-// goroutine-safe; the server caches their answers for Config.AuthCacheTTL.
+// goroutine-safe; the server caches the identities they return for
+// Config.AuthCacheTTL, but not their failures: an Authenticator whose
+// rejections are costly remembers them itself (kubeauth.TokenReview does).
 type Authenticator interface {
 	// Authenticate returns the identity creds prove. It returns an error
 	// wrapping ErrNoCredentials when creds hold nothing it handles, and

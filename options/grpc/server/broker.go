@@ -6,16 +6,38 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/cloudevents/sdk-go/binding/format/protobuf/v2/pb"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/workwire/sdk-go/generic/types"
 	"github.com/workwire/sdk-go/options"
 	"github.com/workwire/sdk-go/options/grpc/protocol"
 )
 
-// queued is one message waiting for a subscriber, with the data type its
-// metrics are labelled by.
+// queued is one message waiting for a subscriber, with the data type it is
+// filtered and its metrics are labelled by, and its size in bytes.
 type queued struct {
 	msg      *protocol.SubscriptionResponse
 	cluster  string
-	dataType string
+	dataType string         // as the event's type spells it: the metrics label
+	key      types.DataType // singular form; zero for a type naming no data type
+	size     int64
+}
+
+// newQueued wraps pbe, routed by route, for the subscribers' queues.
+func newQueued(route options.Route, pbe *pb.CloudEvent) queued {
+	msg := eventMessage(route, pbe)
+	q := queued{msg: msg, cluster: route.Cluster, size: int64(proto.Size(msg))}
+	if et, err := types.ParseEventType(pbe.GetType()); err == nil {
+		q.dataType, q.key = et.DataType.String(), et.DataType.Singular()
+	}
+	return q
+}
+
+// of labels and filters q by dt, the data type of the Service it came from.
+func (q queued) of(dt types.DataType) queued {
+	q.dataType, q.key = dt.String(), dt.Singular()
+	return q
 }
 
 // subscriber is one Subscribe stream. Its handler goroutine drains queue;
@@ -25,9 +47,13 @@ type subscriber struct {
 	source    string // a source's subscription
 	cluster   string // an agent's subscription
 	dataTypes []string
+	accepts   map[types.DataType]bool // singular forms; nil: every data type
 	identity  Identity
 
 	queue    chan queued
+	maxBytes int64
+	bytes    atomic.Int64  // the sizes of what queue holds or is promised to
+	room     chan struct{} // a token after each dequeue, for offerWait
 	gone     chan struct{} // closed when the subscriber fell behind
 	goneOnce sync.Once
 	dropped  atomic.Bool
@@ -38,11 +64,21 @@ type subscriber struct {
 	state *agentWork // the worker's own
 }
 
-func newSubscriber(id uint64, req *protocol.SubscriptionRequest, identity Identity, queueSize int, served bool) *subscriber {
+// newSubscriber returns the subscriber of req, whose data types must parse
+// (see parseDataTypes).
+func newSubscriber(id uint64, req *protocol.SubscriptionRequest, identity Identity, queueSize, queueBytes int, served bool) *subscriber {
 	s := &subscriber{
 		id: id, source: req.GetSource(), cluster: req.GetClusterName(), dataTypes: req.GetDataTypes(), identity: identity,
-		queue: make(chan queued, queueSize),
-		gone:  make(chan struct{}),
+		queue:    make(chan queued, queueSize),
+		maxBytes: int64(queueBytes),
+		room:     make(chan struct{}, 1),
+		gone:     make(chan struct{}),
+	}
+	if dts, err := parseDataTypes(req.GetDataTypes()); err == nil && len(dts) > 0 {
+		s.accepts = make(map[types.DataType]bool, len(dts))
+		for _, dt := range dts {
+			s.accepts[dt.Singular()] = true
+		}
 	}
 	if served {
 		s.work = make(chan func(context.Context), 64)
@@ -50,23 +86,86 @@ func newSubscriber(id uint64, req *protocol.SubscriptionRequest, identity Identi
 	return s
 }
 
-// drop marks the subscriber as fallen behind; its handler ends the stream.
-func (s *subscriber) drop() {
-	s.dropped.Store(true)
-	s.goneOnce.Do(func() { close(s.gone) })
+// parseDataTypes parses the data types of a subscription.
+func parseDataTypes(names []string) ([]types.DataType, error) {
+	out := make([]types.DataType, 0, len(names))
+	for _, name := range names {
+		dt, err := types.ParseDataType(name)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, dt)
+	}
+	return out, nil
 }
 
-// offer queues q without blocking. A full queue means the subscriber fell
-// behind: it is dropped (its stream ends, it resubscribes and resyncs)
-// rather than ever making a publisher wait.
+// wants reports whether the subscriber takes q: one of the data types it
+// subscribed to, or any for a subscription to every data type. An event
+// whose type names no data type reaches every subscriber of its route,
+// whose client reports it as malformed.
+func (s *subscriber) wants(q queued) bool {
+	return s.accepts == nil || q.key == (types.DataType{}) || s.accepts[q.key]
+}
+
+// reserve counts size bytes as queued if they fit: an empty queue takes
+// any one message, so that an event larger than the bound still passes.
+func (s *subscriber) reserve(size int64) bool {
+	for {
+		cur := s.bytes.Load()
+		if cur > 0 && cur+size > s.maxBytes {
+			return false
+		}
+		if s.bytes.CompareAndSwap(cur, cur+size) {
+			return true
+		}
+	}
+}
+
+// dequeued releases what reserve counted for a message the handler took,
+// and wakes offerWait.
+func (s *subscriber) dequeued(q queued) {
+	s.bytes.Add(-q.size)
+	select {
+	case s.room <- struct{}{}:
+	default: // a token is already waiting for the one waiter, which re-checks
+	}
+}
+
+// drop marks the subscriber as fallen behind; its handler ends the stream.
+// It empties the queue at once: the handler may be blocked sending to a
+// client that stopped reading, and what waits behind must not stay in
+// memory until that client reads again or its connection dies.
+func (s *subscriber) drop() {
+	s.dropped.Store(true)
+	s.goneOnce.Do(func() {
+		close(s.gone)
+		for {
+			select {
+			case q := <-s.queue:
+				s.bytes.Add(-q.size)
+			default: // empty: done
+				return
+			}
+		}
+	})
+}
+
+// offer queues q without blocking. A full queue — by count or by bytes —
+// means the subscriber fell behind: it is dropped (its stream ends, it
+// resubscribes and resyncs) rather than ever making a publisher wait.
 func (s *subscriber) offer(q queued) bool {
 	if s.dropped.Load() {
+		return false
+	}
+	if !s.reserve(q.size) {
+		s.drop()
 		return false
 	}
 	select {
 	case s.queue <- q:
 		return true
 	default: // intentional: overflow drops the subscriber, not the event silently
+		s.bytes.Add(-q.size)
 		s.drop()
 		return false
 	}
@@ -74,16 +173,33 @@ func (s *subscriber) offer(q queued) bool {
 
 var errSubscriberGone = errors.New("subscriber gone")
 
-// offerWait queues q, waiting for room: for what the server itself answers
-// (a resync), which may wait for the subscriber but must not drop it.
+// offerWait queues q, waiting for room by count and by bytes: for what the
+// server itself answers (a resync), which may wait for the subscriber but
+// must not drop it. Only the subscriber's worker goroutine calls it.
 func (s *subscriber) offerWait(ctx context.Context, q queued) error {
-	select {
-	case s.queue <- q:
-		return nil
-	case <-s.gone:
-		return errSubscriberGone
-	case <-ctx.Done():
-		return ctx.Err()
+	for {
+		if s.dropped.Load() {
+			return errSubscriberGone
+		}
+		if s.reserve(q.size) {
+			select {
+			case s.queue <- q:
+				return nil
+			case <-s.gone:
+				s.bytes.Add(-q.size)
+				return errSubscriberGone
+			case <-ctx.Done():
+				s.bytes.Add(-q.size)
+				return ctx.Err()
+			}
+		}
+		select {
+		case <-s.room:
+		case <-s.gone:
+			return errSubscriberGone
+		case <-ctx.Done():
+			return ctx.Err()
+		}
 	}
 }
 
@@ -160,9 +276,10 @@ func removeFrom(m map[string]map[*subscriber]struct{}, key string, s *subscriber
 	}
 }
 
-// route offers q to every subscriber route reaches: a spec to the agents of
-// its cluster, a status to the source it names, a spec resync to every
-// source and a status resync to every agent. It returns how many accepted it.
+// route offers q to every subscriber route reaches that takes q's data
+// type: a spec to the agents of its cluster, a status to the source it
+// names, a spec resync to every source and a status resync to every agent.
+// It returns how many accepted it.
 func (r *registry) route(route options.Route, q queued) int {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
@@ -179,7 +296,7 @@ func (r *registry) route(route options.Route, q queued) int {
 	}
 	n := 0
 	for s := range set {
-		if s.offer(q) {
+		if s.wants(q) && s.offer(q) {
 			n++
 		}
 	}

@@ -20,6 +20,11 @@ const (
 	// DefaultQueueSize is how many events wait for one subscriber before it
 	// counts as fallen behind and its stream is ended.
 	DefaultQueueSize = 10000
+	// DefaultQueueBytes is how many bytes of events (their encoded stream
+	// messages) may wait for one subscriber before it counts as fallen
+	// behind: 64 MiB, sixteen events of the largest default size, or the
+	// full DefaultQueueSize of events averaging 6.7 KiB.
+	DefaultQueueBytes = 64 << 20
 	// DefaultMaxReceiveBytes is the largest publish request accepted (gRPC's
 	// default).
 	DefaultMaxReceiveBytes = 4 << 20
@@ -55,6 +60,14 @@ type Config struct {
 	// ResourceExhausted, and it resubscribes and resyncs, while the others
 	// go on unaffected. Default: DefaultQueueSize.
 	QueueSize int `json:"queueSize,omitempty"`
+	// QueueBytes bounds the bytes of the events waiting for one subscriber
+	// (their encoded size), so that large events cannot exhaust memory
+	// before QueueSize is reached: the subscriber overflowing either bound
+	// is dropped alike. One event larger than QueueBytes still reaches a
+	// subscriber whose queue is empty. The bound is per subscriber: the
+	// server's worst case is the number of subscribers times QueueBytes.
+	// Default: DefaultQueueBytes.
+	QueueBytes int `json:"queueBytes,omitempty"`
 	// MaxReceiveBytes is the largest publish request accepted; larger ones
 	// fail with ResourceExhausted. Default: DefaultMaxReceiveBytes.
 	MaxReceiveBytes int `json:"maxReceiveBytes,omitempty"`
@@ -66,7 +79,11 @@ type Config struct {
 	// tolerated. Default: DefaultMinClientPingInterval.
 	MinClientPingInterval options.Duration `json:"minClientPingInterval,omitempty"`
 	// AuthCacheTTL is how long authentication and authorization answers are
-	// cached; negative turns caching off. Default: DefaultAuthCacheTTL.
+	// cached: identities an Authenticator returned, and an Authorizer's
+	// decisions, allowed or denied. Failed authentications and failures to
+	// decide are not cached (an Authenticator may remember rejections
+	// itself, as kubeauth.TokenReview does). Negative turns caching off.
+	// Default: DefaultAuthCacheTTL.
 	AuthCacheTTL options.Duration `json:"authCacheTTL,omitempty"`
 	// SourceID is the source the server speaks as for the data types a
 	// Service backs (see WithService): the events it sends agents come
@@ -110,6 +127,9 @@ func (c Config) Validate() error {
 	var errs []error
 	if c.QueueSize < 0 {
 		errs = append(errs, fmt.Errorf("queueSize %d: want 0 (default) or more", c.QueueSize))
+	}
+	if c.QueueBytes < 0 {
+		errs = append(errs, fmt.Errorf("queueBytes %d: want 0 (default) or more", c.QueueBytes))
 	}
 	if c.MaxReceiveBytes < 0 {
 		errs = append(errs, fmt.Errorf("maxReceiveBytes %d: want 0 (default) or more", c.MaxReceiveBytes))

@@ -16,7 +16,7 @@ func TestLoadConfig(t *testing.T) {
 	cert := ca.Server(t, "broker")
 	path := filepath.Join(t.TempDir(), "server.yaml")
 	yaml := "tls:\n  certFile: " + cert.CertFile + "\n  keyFile: " + cert.KeyFile + "\n  clientCAFile: " + ca.CAFile() +
-		"\nheartbeatInterval: 15s\nqueueSize: 100\nsourceID: kube\n"
+		"\nheartbeatInterval: 15s\nqueueSize: 100\nqueueBytes: 1048576\nsourceID: kube\n"
 	if err := os.WriteFile(path, []byte(yaml), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -24,20 +24,21 @@ func TestLoadConfig(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if time.Duration(cfg.HeartbeatInterval) != 15*time.Second || cfg.QueueSize != 100 || cfg.SourceID != "kube" || cfg.TLS.ClientCAFile != ca.CAFile() {
+	if time.Duration(cfg.HeartbeatInterval) != 15*time.Second || cfg.QueueSize != 100 || cfg.QueueBytes != 1<<20 || cfg.SourceID != "kube" || cfg.TLS.ClientCAFile != ca.CAFile() {
 		t.Errorf("%+v", cfg)
 	}
 }
 
 func TestValidateReportsEveryProblem(t *testing.T) {
 	err := server.Config{
-		QueueSize: -1,
-		TLS:       server.TLSConfig{CertFile: "missing.pem", RequireClientCert: true, MinVersion: "1.1"},
+		QueueSize:  -1,
+		QueueBytes: -1,
+		TLS:        server.TLSConfig{CertFile: "missing.pem", RequireClientCert: true, MinVersion: "1.1"},
 	}.Validate()
 	if err == nil {
 		t.Fatal("Validate accepted a bad config")
 	}
-	for _, want := range []string{"queueSize", "certFile and keyFile", "requireClientCert", "minVersion"} {
+	for _, want := range []string{"queueSize", "queueBytes", "certFile and keyFile", "requireClientCert", "minVersion"} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error lacks %q: %v", want, err)
 		}

@@ -11,14 +11,19 @@
 // clustername and originalsource attributes): a spec goes to the agent of
 // its cluster, a status to the source it names, a spec resync to every
 // source and a status resync to every agent. A subscription names one
-// source or one cluster; relayed events of every data type reach it (as an
-// MQTT topic would carry them) and the client drops the data types it does
-// not handle. Each subscriber has a bounded queue (Config.QueueSize): a
-// publisher never waits for a subscriber, and a subscriber whose queue
-// overflows has fallen behind: its stream ends with ResourceExhausted, and
-// it resubscribes and resyncs, while every other subscriber goes on. Events
-// published while nobody subscribes for their route are not kept: the
-// protocol's resyncs heal the gap.
+// source or one cluster, and the data types it handles: it gets only the
+// events of those data types (the plural and singular forms of a data type
+// are one), or of every data type when it names none. Data types are
+// authorized one by one, so an identity allowed some data types of a
+// cluster never receives the others. An event whose type names no data
+// type reaches every subscriber of its route, whose client reports it as
+// malformed. Each subscriber has a queue bounded by count and by bytes
+// (Config.QueueSize, Config.QueueBytes): a publisher never waits for a
+// subscriber, and a subscriber whose queue overflows either bound has
+// fallen behind: its stream ends with ResourceExhausted, and it resubscribes
+// and resyncs, while every other subscriber goes on. Events published while
+// nobody subscribes for their route are not kept: the protocol's resyncs
+// heal the gap.
 //
 // # Replicas
 //
@@ -75,6 +80,13 @@
 //   - grpc_server_ce_processed_total (counter) and
 //     grpc_server_ce_processed_duration_seconds (histogram) of published
 //     events (cluster, data_type, method, grpc_code)
+//
+// The cluster and data_type labels come from what callers send, so only
+// calls that passed authentication and authorization set them: a refused
+// Publish counts in grpc_server_ce_processed_total with both labels empty
+// and its grpc_code, and a refused Subscribe only in
+// grpc_server_handled_total, so clients that are refused cannot create time
+// series at will. (Without an authenticator every caller is authorized.)
 //
 // # Goroutines
 //

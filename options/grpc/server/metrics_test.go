@@ -1,6 +1,7 @@
 package server_test
 
 import (
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -10,6 +11,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/workwire/sdk-go/generic/types"
 	"github.com/workwire/sdk-go/options"
@@ -91,5 +94,61 @@ func TestMetricsEndpointHasEverySeedMetric(t *testing.T) {
 	}
 	if _, err := server.New(server.Config{}, server.WithRegisterer(reg)); err == nil {
 		t.Error("a second server on the same registry was accepted")
+	}
+}
+
+// Refused callers cannot create time series: the cluster and data type
+// labels are set only once a call is authorized, and refusals are counted
+// by code alone.
+func TestRefusedCallsCreateNoLabelledSeries(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	b := newSecureBroker(t, server.WithRegisterer(reg))
+	agent := b.agent(t, "agent-cluster1")
+	mustStart(t, agent, options.AgentSubscriptions("cluster1", []string{dataType}))
+
+	// Authenticated, not authorized: another cluster, invented data types.
+	for i := range 3 {
+		cluster, dt := fmt.Sprint("evil-cluster-", i), fmt.Sprint("io.evil", i, ".v1.things")
+		_, err := start(t, b.agent(t, "agent-cluster1"), options.AgentSubscriptions(cluster, []string{dt}))
+		if status.Code(err) != codes.PermissionDenied {
+			t.Fatalf("subscribing to %s: %v, want PermissionDenied", cluster, err)
+		}
+		evt := event(fmt.Sprint("evil", i), "status.update_request", map[string]string{types.ExtClusterName: cluster, types.ExtOriginalSource: "A"})
+		evt.SetType(dt + ".status.update_request")
+		err = send(agent, options.Route{Role: options.RoleStatus, Source: "A", Cluster: cluster}, evt)
+		if status.Code(err) != codes.PermissionDenied {
+			t.Fatalf("publishing for %s: %v, want PermissionDenied", cluster, err)
+		}
+	}
+	// Not authenticated at all.
+	forged := b.source(t, "forged-token")
+	mustStart(t, forged, nil)
+	evt := event("forged", "spec.create_request", map[string]string{types.ExtClusterName: "evil-cluster-forged"})
+	evt.SetType("io.evilforged.v1.things.spec.create_request")
+	if err := send(forged, options.Route{Role: options.RoleSpec, Source: "A", Cluster: "evil-cluster-forged"}, evt); status.Code(err) != codes.Unauthenticated {
+		t.Fatalf("publishing with a forged token: %v, want Unauthenticated", err)
+	}
+	// An authorized publish is labelled as before.
+	own := event("own", "status.update_request", map[string]string{types.ExtClusterName: "cluster1", types.ExtOriginalSource: "A"})
+	if err := send(agent, options.Route{Role: options.RoleStatus, Source: "A", Cluster: "cluster1"}, own); err != nil {
+		t.Fatal(err)
+	}
+
+	body := scrape(t, reg)
+	for _, line := range strings.Split(body, "\n") {
+		if strings.Contains(line, "evil") {
+			t.Errorf("a refused call created a series: %s", line)
+		}
+	}
+	for _, want := range []string{
+		`grpc_server_ce_processed_total{cluster="",data_type="",grpc_code="PermissionDenied",method="Publish"} 3`,
+		`grpc_server_ce_processed_total{cluster="",data_type="",grpc_code="Unauthenticated",method="Publish"} 1`,
+		`grpc_server_ce_processed_total{cluster="cluster1",data_type="` + dataType + `",grpc_code="OK",method="Publish"} 1`,
+		`grpc_server_ce_called_total{cluster="cluster1",data_type="` + dataType + `",method="Subscribe"} 1`,
+		`grpc_server_handled_total{grpc_code="PermissionDenied",grpc_method="Subscribe",grpc_service="io.cloudevents.v1.CloudEventService",grpc_type="server_stream"} 3`,
+	} {
+		if !strings.Contains(body, want) {
+			t.Errorf("scrape lacks %s", want)
+		}
 	}
 }

@@ -38,11 +38,15 @@ type secureBroker struct {
 }
 
 func newSecureBroker(t *testing.T, opts ...server.Option) *secureBroker {
+	return newSecureBrokerWithConfig(t, server.Config{}, opts...)
+}
+
+// newSecureBrokerWithConfig is newSecureBroker with cfg, whose TLS it sets.
+func newSecureBrokerWithConfig(t *testing.T, cfg server.Config, opts ...server.Option) *secureBroker {
 	ca := testcerts.NewCA(t)
 	cert := ca.Server(t, "broker")
-	srv := grpctest.NewServerWithConfig(t, server.Config{TLS: server.TLSConfig{
-		CertFile: cert.CertFile, KeyFile: cert.KeyFile, ClientCAFile: ca.CAFile(),
-	}}, append([]server.Option{
+	cfg.TLS = server.TLSConfig{CertFile: cert.CertFile, KeyFile: cert.KeyFile, ClientCAFile: ca.CAFile()}
+	srv := grpctest.NewServerWithConfig(t, cfg, append([]server.Option{
 		server.WithAuthenticator(server.AnyAuthenticator(
 			server.StaticAuthenticator{Tokens: map[string]server.Identity{
 				"token-a": {User: "source-a"}, "token-b": {User: "source-b"},
@@ -245,41 +249,63 @@ func TestASourceNeverReceivesAnotherSourcesStatus(t *testing.T) {
 	}
 }
 
-// A rotated token file takes effect without a restart.
+// A rotated token file takes effect without a restart: once the old token
+// is invalid on the server, calls succeed only with the new one. The
+// server's authentication cache is off, so a success cannot be an old
+// answer remembered.
 func TestTokenFileRotation(t *testing.T) {
 	var mu sync.Mutex
 	valid := map[string]bool{"old": true}
+	var seen []string // tokens of the calls the server authenticated
 	auth := authFunc(func(_ context.Context, c server.Credentials) (server.Identity, error) {
 		mu.Lock()
 		defer mu.Unlock()
 		if !valid[c.Token] {
 			return server.Identity{}, errors.New("expired token")
 		}
+		seen = append(seen, c.Token)
 		return server.Identity{User: "source-a"}, nil
 	})
-	b := newSecureBroker(t, server.WithAuthenticator(auth))
+	lastSeen := func() string {
+		mu.Lock()
+		defer mu.Unlock()
+		if len(seen) == 0 {
+			return ""
+		}
+		return seen[len(seen)-1]
+	}
+	b := newSecureBrokerWithConfig(t, server.Config{AuthCacheTTL: options.Duration(-1)}, server.WithAuthenticator(auth))
 	tr := b.source(t, "old")
 	mustStart(t, tr, nil)
 	route := options.Route{Role: options.RoleStatusResync, Source: "A"}
 	if err := send(tr, route, event("1", "status.resync_request", nil)); err != nil {
 		t.Fatal(err)
 	}
+	if got := lastSeen(); got != "old" {
+		t.Fatalf("the server authenticated %q before rotation, want old", got)
+	}
 	mu.Lock()
 	valid = map[string]bool{"new": true} // the old token expires; the new one is issued
 	mu.Unlock()
+	if err := send(tr, route, event("2", "status.resync_request", nil)); status.Code(err) != codes.Unauthenticated {
+		t.Fatalf("Send with the expired token: %v, want Unauthenticated (is the server caching?)", err)
+	}
 	if err := os.WriteFile(filepath.Join(b.dir, "old"), []byte("new"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		err := send(tr, route, event("2", "status.resync_request", nil))
+		err := send(tr, route, event("3", "status.resync_request", nil))
 		if err == nil {
 			break
 		}
 		if status.Code(err) != codes.Unauthenticated || time.Now().After(deadline) {
 			t.Fatalf("Send after rotation: %v", err)
 		}
-		time.Sleep(100 * time.Millisecond) // the file is checked once a second
+		time.Sleep(100 * time.Millisecond) // poll: the file is checked once a second
+	}
+	if got := lastSeen(); got != "new" {
+		t.Errorf("the server authenticated %q after rotation, want new", got)
 	}
 }
 

@@ -96,6 +96,7 @@ type Server struct {
 	sourceID   string
 	heartbeat  time.Duration
 	queueSize  int
+	queueBytes int
 
 	reg    *registry
 	nextID atomic.Uint64
@@ -108,13 +109,14 @@ func New(cfg Config, opts ...Option) (*Server, error) {
 		return nil, err
 	}
 	s := &Server{
-		cfg:       cfg,
-		log:       klog.Background(),
-		services:  make(map[types.DataType]*binding),
-		sourceID:  cfg.SourceID,
-		heartbeat: orDefault(cfg.HeartbeatInterval, DefaultHeartbeatInterval),
-		queueSize: orDefaultInt(cfg.QueueSize, DefaultQueueSize),
-		reg:       newRegistry(),
+		cfg:        cfg,
+		log:        klog.Background(),
+		services:   make(map[types.DataType]*binding),
+		sourceID:   cfg.SourceID,
+		heartbeat:  orDefault(cfg.HeartbeatInterval, DefaultHeartbeatInterval),
+		queueSize:  orDefaultInt(cfg.QueueSize, DefaultQueueSize),
+		queueBytes: orDefaultInt(cfg.QueueBytes, DefaultQueueBytes),
+		reg:        newRegistry(),
 	}
 	if s.sourceID == "" {
 		s.sourceID = DefaultSourceID
@@ -238,13 +240,14 @@ func (s *Server) Serve(ctx context.Context, lis net.Listener) error {
 	return nil
 }
 
-// Route hands evt to the subscribers route reaches, as Publish does after
-// authentication and authorization, without checking evt in any way. It is
-// for programs that embed the server and publish themselves, and for tests
-// (grpctest feeds subscribers malformed events with it). It returns how many
-// subscribers it reached; it never blocks.
+// Route hands evt to the subscribers route reaches that subscribed to its
+// data type, as Publish does after authentication and authorization,
+// without checking evt in any way. It is for programs that embed the server
+// and publish themselves, and for tests (grpctest feeds subscribers
+// malformed events with it). It returns how many subscribers it reached; it
+// never blocks.
 func (s *Server) Route(route options.Route, evt *pb.CloudEvent) int {
-	return s.reg.route(route, queued{msg: eventMessage(route, evt), cluster: route.Cluster, dataType: dataTypeLabel(evt.GetType())})
+	return s.reg.route(route, newQueued(route, evt))
 }
 
 // instance is the service one Serve registers; stopping ends its streams.
@@ -268,6 +271,9 @@ func dataTypeLabel(eventType string) string {
 func (in *instance) Publish(ctx context.Context, req *protocol.PublishRequest) (resp *protocol.PublishResponse, err error) {
 	s := in.s
 	began := time.Now()
+	// The labels stay empty until the call is authorized: what a caller
+	// that is refused claims (clusters, data types) must not create time
+	// series. Refusals are counted by code alone.
 	labels := ceLabels{method: "Publish"}
 	defer func() {
 		if s.metrics != nil {
@@ -281,44 +287,21 @@ func (in *instance) Publish(ctx context.Context, req *protocol.PublishRequest) (
 	if err != nil {
 		return nil, err
 	}
+	route, dt, err := publishRoute(req)
+	if err != nil {
+		return nil, err
+	}
 	pbe := req.GetEvent()
-	if pbe == nil {
-		return nil, status.Error(codes.InvalidArgument, "publish request without an event")
+	if err := s.authorize(ctx, id, Request{Verb: VerbPublish, Role: route.Role, Source: route.Source, Cluster: route.Cluster, DataType: dt}); err != nil {
+		return nil, err
 	}
-	var missing []string
-	for name, v := range map[string]string{"id": pbe.GetId(), "source": pbe.GetSource(), "specversion": pbe.GetSpecVersion(), "type": pbe.GetType()} {
-		if v == "" {
-			missing = append(missing, name)
-		}
-	}
-	if len(missing) > 0 {
-		return nil, status.Errorf(codes.InvalidArgument, "event %q lacks required attributes %s", pbe.GetId(), strings.Join(missing, ", "))
-	}
-	route := protocol.RouteFromProto(req.GetRoute())
-	if route.Role == 0 {
-		if route, err = protocol.DeriveRoute(pbe); err != nil {
-			return nil, status.Errorf(codes.InvalidArgument, "event %s has no route and its own attributes give none: %v", pbe.GetId(), err)
-		}
-	}
-	if err := route.Validate(); err != nil {
-		return nil, status.Errorf(codes.InvalidArgument, "event %s: %v", pbe.GetId(), err)
-	}
-	dt := dataTypeLabel(pbe.GetType())
 	labels.cluster, labels.dataType = route.Cluster, dt
 	if s.metrics != nil {
 		s.metrics.ceCall(labels)
 		s.metrics.ceReceived(labels)
 	}
-	if err := s.authorize(ctx, id, Request{Verb: VerbPublish, Role: route.Role, Source: route.Source, Cluster: route.Cluster, DataType: dt}); err != nil {
+	if err := checkClusterName(route, pbe); err != nil {
 		return nil, err
-	}
-	if route.Role == options.RoleStatus || route.Role == options.RoleSpecResync {
-		// What an agent publishes names its cluster twice: in the route
-		// authorization checked and in the clustername extension receivers
-		// may read. They must agree.
-		if c, err := protocol.StringAttribute(pbe, types.ExtClusterName); err != nil || (c != "" && c != route.Cluster) {
-			return nil, status.Errorf(codes.PermissionDenied, "event %s: clustername %q differs from the route's cluster %q", pbe.GetId(), c, route.Cluster)
-		}
 	}
 	if dt != "" && len(s.bindings) > 0 {
 		handled, err := s.publishToService(ctx, route, pbe)
@@ -326,11 +309,58 @@ func (in *instance) Publish(ctx context.Context, req *protocol.PublishRequest) (
 			return &protocol.PublishResponse{}, err
 		}
 	}
-	n := s.reg.route(route, queued{msg: eventMessage(route, pbe), cluster: route.Cluster, dataType: dt})
+	n := s.reg.route(route, newQueued(route, pbe))
 	if log := s.log.V(4); log.Enabled() {
 		log.Info("routed", "id", pbe.GetId(), "type", pbe.GetType(), "route", route, "subscribers", n, "user", id.User)
 	}
 	return &protocol.PublishResponse{}, nil
+}
+
+// publishRoute checks what a caller publishes, before anything else looks
+// at it: an event with the attributes CloudEvents requires, and a route that
+// names every ID its role needs, given or derived from the event. It
+// returns the route and the event's data type ("" when its type names
+// none). Its errors are InvalidArgument status errors.
+func publishRoute(req *protocol.PublishRequest) (options.Route, string, error) {
+	pbe := req.GetEvent()
+	if pbe == nil {
+		return options.Route{}, "", status.Error(codes.InvalidArgument, "publish request without an event")
+	}
+	var missing []string
+	for _, a := range []struct{ name, value string }{
+		{"id", pbe.GetId()}, {"source", pbe.GetSource()}, {"specversion", pbe.GetSpecVersion()}, {"type", pbe.GetType()},
+	} {
+		if a.value == "" {
+			missing = append(missing, a.name)
+		}
+	}
+	if len(missing) > 0 {
+		return options.Route{}, "", status.Errorf(codes.InvalidArgument, "event %q lacks required attributes %s", pbe.GetId(), strings.Join(missing, ", "))
+	}
+	route := protocol.RouteFromProto(req.GetRoute())
+	if route.Role == 0 {
+		var err error
+		if route, err = protocol.DeriveRoute(pbe); err != nil {
+			return options.Route{}, "", status.Errorf(codes.InvalidArgument, "event %s has no route and its own attributes give none: %v", pbe.GetId(), err)
+		}
+	}
+	if err := route.Validate(); err != nil {
+		return options.Route{}, "", status.Errorf(codes.InvalidArgument, "event %s: %v", pbe.GetId(), err)
+	}
+	return route, dataTypeLabel(pbe.GetType()), nil
+}
+
+// checkClusterName refuses what an agent publishes (status, spec resync)
+// when it names its cluster twice — in the route authorization checked and
+// in the clustername extension receivers may read — and they differ.
+func checkClusterName(route options.Route, pbe *pb.CloudEvent) error {
+	if route.Role != options.RoleStatus && route.Role != options.RoleSpecResync {
+		return nil
+	}
+	if c, err := protocol.StringAttribute(pbe, types.ExtClusterName); err != nil || (c != "" && c != route.Cluster) {
+		return status.Errorf(codes.PermissionDenied, "event %s: clustername %q differs from the route's cluster %q", pbe.GetId(), c, route.Cluster)
+	}
+	return nil
 }
 
 // publishToService gives a Service what is addressed to it: status for this
@@ -384,6 +414,9 @@ func (in *instance) Subscribe(req *protocol.SubscriptionRequest, stream grpc.Ser
 	if (req.GetSource() == "") == (req.GetClusterName() == "") {
 		return status.Error(codes.InvalidArgument, "a subscription names exactly one of source and cluster_name")
 	}
+	if _, err := parseDataTypes(req.GetDataTypes()); err != nil {
+		return status.Errorf(codes.InvalidArgument, "subscription: %v", err)
+	}
 	areq := Request{Verb: VerbSubscribe, Role: options.RoleSpec, Cluster: req.GetClusterName()}
 	if req.GetSource() != "" {
 		areq = Request{Verb: VerbSubscribe, Role: options.RoleStatus, Source: req.GetSource()}
@@ -393,14 +426,17 @@ func (in *instance) Subscribe(req *protocol.SubscriptionRequest, stream grpc.Ser
 		dts = []string{""}
 	}
 	for _, dt := range dts {
-		if s.metrics != nil {
-			l := ceLabels{cluster: req.GetClusterName(), dataType: dt, method: "Subscribe"}
-			s.metrics.ceCall(l)
-			s.metrics.ceReceived(l)
-		}
 		areq.DataType = dt
 		if err := s.authorize(ctx, id, areq); err != nil {
 			return err
+		}
+	}
+	// Only an authorized subscription creates time series (see Publish).
+	if s.metrics != nil {
+		for _, dt := range dts {
+			l := ceLabels{cluster: req.GetClusterName(), dataType: dt, method: "Subscribe"}
+			s.metrics.ceCall(l)
+			s.metrics.ceReceived(l)
 		}
 	}
 
@@ -408,7 +444,7 @@ func (in *instance) Subscribe(req *protocol.SubscriptionRequest, stream grpc.Ser
 	if req.GetClusterName() != "" {
 		bs = s.servicesFor(req.GetDataTypes())
 	}
-	sub := newSubscriber(s.nextID.Add(1), req, id, s.queueSize, len(bs) > 0)
+	sub := newSubscriber(s.nextID.Add(1), req, id, s.queueSize, s.queueBytes, len(bs) > 0)
 	log := s.log.WithValues("subscriber", sub.id, "source", sub.source, "cluster", sub.cluster, "user", id.User)
 	s.reg.add(sub)
 	defer s.reg.remove(sub)
@@ -444,7 +480,9 @@ func (in *instance) Subscribe(req *protocol.SubscriptionRequest, stream grpc.Ser
 	for {
 		select {
 		case q := <-sub.queue:
-			if err := stream.Send(q.msg); err != nil {
+			err := stream.Send(q.msg)
+			sub.dequeued(q)
+			if err != nil {
 				return err
 			}
 			busy = true
@@ -459,8 +497,8 @@ func (in *instance) Subscribe(req *protocol.SubscriptionRequest, stream grpc.Ser
 			}
 			busy = false
 		case <-sub.gone:
-			log.Info("subscriber fell behind; ending its stream", "queueSize", s.queueSize)
-			return status.Errorf(codes.ResourceExhausted, "subscriber fell behind (more than %d events queued): resubscribe and resync", s.queueSize)
+			log.Info("subscriber fell behind; ending its stream", "queueSize", s.queueSize, "queueBytes", s.queueBytes)
+			return status.Errorf(codes.ResourceExhausted, "subscriber fell behind (more than %d events or %d bytes queued): resubscribe and resync", s.queueSize, s.queueBytes)
 		case <-in.stopping:
 			return status.Error(codes.Unavailable, "server shutting down")
 		case <-ctx.Done():

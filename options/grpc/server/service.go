@@ -154,7 +154,7 @@ func (s *Server) sendFromService(ctx context.Context, b *binding, resourceID str
 		return fmt.Errorf("encode %s %s: %w", b.dataType, resourceID, err)
 	}
 	route := options.Route{Role: options.RoleSpec, Source: s.sourceID, Cluster: cluster}
-	n := s.reg.route(route, queued{msg: eventMessage(route, pbe), cluster: cluster, dataType: b.dataType.String()})
+	n := s.reg.route(route, newQueued(route, pbe).of(b.dataType))
 	s.log.V(4).Info("sent a change from the service", "dataType", b.dataType, "resourceID", resourceID, "cluster", cluster, "subscribers", n)
 	return nil
 }
@@ -302,7 +302,7 @@ func (w *agentWork) send(ctx context.Context, route options.Route, b *binding, e
 		w.s.log.Error(err, "encode event from the service; skipped", "id", evt.ID())
 		return true
 	}
-	return w.sub.offerWait(ctx, queued{msg: eventMessage(route, pbe), cluster: w.sub.cluster, dataType: b.dataType.String()}) == nil
+	return w.sub.offerWait(ctx, newQueued(route, pbe).of(b.dataType)) == nil
 }
 
 // orphanDelete is the delete_request for a resource the agent holds and the

@@ -32,7 +32,11 @@ func (s *stuckReceiver) open() { s.once.Do(func() { close(s.gate) }) }
 // subscribers; once its queue overflows its stream is ended, and it
 // resubscribes (and would resync) when it reads again.
 func TestASlowSubscriberIsDroppedWithoutBlockingOthers(t *testing.T) {
-	srv := grpctest.NewServerWithConfig(t, server.Config{QueueSize: 50})
+	// The stuck subscriber overflows after its queue and its stream's flow
+	// control window (64 KiB, which a client that never reads does not
+	// grow) fill up: about 1,030 of the 1,500 events. The fast one may lag
+	// by up to 1,000 on a busy machine without being dropped.
+	srv := grpctest.NewServerWithConfig(t, server.Config{QueueSize: 1000})
 	slow := &stuckReceiver{Recorder: transporttest.NewRecorder(), gate: make(chan struct{})}
 	t.Cleanup(slow.open) // before the transport's Close, which waits for Deliver
 	slowTr := newTransport(t, srv.Config())

@@ -27,12 +27,19 @@
 //
 // The broker caches both answers (server.Config.AuthCacheTTL), so the API
 // server sees one review per identity and route per TTL, not one per event.
+// The broker caches only answers, never failures; TokenReview remembers
+// the tokens the API server rejected for a short while itself
+// (DefaultFailureTTL), so that a client retrying with a bad token does not
+// cost a review per call.
 package kubeauth
 
 import (
 	"context"
+	"crypto/sha256"
 	"errors"
 	"fmt"
+	"sync"
+	"time"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -44,30 +51,75 @@ import (
 	"github.com/workwire/sdk-go/options/grpc/server"
 )
 
+// DefaultFailureTTL is how long TokenReview remembers that the API server
+// rejected a token: long enough that a client retrying a bad token in a
+// loop costs one review per 10s, short enough that a token rejected only
+// because it was not yet valid everywhere is accepted soon after.
+const DefaultFailureTTL = 10 * time.Second
+
+// maxFailures bounds the rejected tokens TokenReview remembers; when full
+// it forgets the expired ones, and if that is not enough, all of them.
+const maxFailures = 10000
+
+// TokenReviewOption configures a TokenReview.
+type TokenReviewOption func(*TokenReview)
+
+// WithAudiences makes TokenReview accept only tokens issued for one of
+// audiences. Default: none, the API server's default audiences.
+func WithAudiences(audiences ...string) TokenReviewOption {
+	return func(a *TokenReview) { a.audiences = append(a.audiences, audiences...) }
+}
+
+// WithFailureTTL sets how long a token the API server rejected is rejected
+// again without asking it; zero or negative asks every time. Only
+// rejections are remembered, never a failure to reach the API server.
+// Default: DefaultFailureTTL.
+func WithFailureTTL(d time.Duration) TokenReviewOption {
+	return func(a *TokenReview) { a.failureTTL = d }
+}
+
 // TokenReview is a server.Authenticator that asks the Kubernetes
 // TokenReview API who a bearer token belongs to. It handles tokens only;
 // combine it with server.CertificateAuthenticator through
-// server.AnyAuthenticator to accept client certificates too. It is
-// goroutine-safe.
+// server.AnyAuthenticator to accept client certificates too. It remembers
+// rejected tokens for a while (WithFailureTTL), keyed by their SHA-256,
+// never the token itself. It is goroutine-safe.
 type TokenReview struct {
-	client    kubernetes.Interface
-	audiences []string
+	client     kubernetes.Interface
+	audiences  []string
+	failureTTL time.Duration
+	now        func() time.Time
+
+	mu       sync.Mutex
+	failures map[[sha256.Size]byte]failure
+}
+
+type failure struct {
+	err     error
+	expires time.Time
 }
 
 var _ server.Authenticator = (*TokenReview)(nil)
 
-// NewTokenReview returns a TokenReview authenticator over client that
-// accepts tokens issued for any of audiences (none: the API server's
-// default audiences).
-func NewTokenReview(client kubernetes.Interface, audiences ...string) *TokenReview {
-	return &TokenReview{client: client, audiences: audiences}
+// NewTokenReview returns a TokenReview authenticator over client.
+func NewTokenReview(client kubernetes.Interface, opts ...TokenReviewOption) *TokenReview {
+	a := &TokenReview{client: client, failureTTL: DefaultFailureTTL, now: time.Now, failures: map[[sha256.Size]byte]failure{}}
+	for _, o := range opts {
+		o(a)
+	}
+	return a
 }
 
-// Authenticate implements server.Authenticator. It makes one API call; if
-// the API server cannot answer, the caller gets Unavailable.
+// Authenticate implements server.Authenticator. It makes one API call,
+// unless the token was rejected less than the failure TTL ago; if the API
+// server cannot answer, the caller gets Unavailable.
 func (a *TokenReview) Authenticate(ctx context.Context, creds server.Credentials) (server.Identity, error) {
 	if creds.Token == "" {
 		return server.Identity{}, server.ErrNoCredentials
+	}
+	key := sha256.Sum256([]byte(creds.Token))
+	if err := a.rejected(key); err != nil {
+		return server.Identity{}, err
 	}
 	review := &authenticationv1.TokenReview{Spec: authenticationv1.TokenReviewSpec{Token: creds.Token, Audiences: a.audiences}}
 	res, err := a.client.AuthenticationV1().TokenReviews().Create(ctx, review, metav1.CreateOptions{})
@@ -79,7 +131,9 @@ func (a *TokenReview) Authenticate(ctx context.Context, creds server.Credentials
 		if reason == "" {
 			reason = "token not authenticated"
 		}
-		return server.Identity{}, errors.New(reason)
+		err := errors.New(reason)
+		a.reject(key, err)
+		return server.Identity{}, err
 	}
 	u := res.Status.User
 	id := server.Identity{User: u.Username, Groups: u.Groups, UID: u.UID}
@@ -90,6 +144,45 @@ func (a *TokenReview) Authenticate(ctx context.Context, creds server.Credentials
 		}
 	}
 	return id, nil
+}
+
+// rejected returns the error of a remembered rejection of key, or nil.
+func (a *TokenReview) rejected(key [sha256.Size]byte) error {
+	if a.failureTTL <= 0 {
+		return nil
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	f, ok := a.failures[key]
+	if !ok {
+		return nil
+	}
+	if !a.now().Before(f.expires) {
+		delete(a.failures, key)
+		return nil
+	}
+	return f.err
+}
+
+// reject remembers that key was rejected with err.
+func (a *TokenReview) reject(key [sha256.Size]byte, err error) {
+	if a.failureTTL <= 0 {
+		return
+	}
+	now := a.now()
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if len(a.failures) >= maxFailures {
+		for k, f := range a.failures {
+			if !now.Before(f.expires) {
+				delete(a.failures, k)
+			}
+		}
+		if len(a.failures) >= maxFailures {
+			clear(a.failures)
+		}
+	}
+	a.failures[key] = failure{err: err, expires: now.Add(a.failureTTL)}
 }
 
 // DefaultGroup is the API group of the default SubjectAccessReview

@@ -63,7 +63,7 @@ func TestTokenReview(t *testing.T) {
 		"tok-1": {Username: "system:serviceaccount:cluster1:agent", Groups: []string{"system:serviceaccounts"}, UID: "u1",
 			Extra: map[string]authenticationv1.ExtraValue{"k": {"v"}}},
 	}, nil)
-	a := kubeauth.NewTokenReview(c, "workwire")
+	a := kubeauth.NewTokenReview(c, kubeauth.WithAudiences("workwire"))
 	ctx := context.Background()
 	id, err := a.Authenticate(ctx, server.Credentials{Token: "tok-1"})
 	if err != nil {
