@@ -136,10 +136,21 @@ type SASLConfig struct {
 	// Mechanism is SASLPlain, SASLScramSHA256 or SASLScramSHA512. Required.
 	// PLAIN sends the password in the clear: use it with TLS only.
 	Mechanism string `json:"mechanism"`
-	// Username and Password are the credentials. Required. Passwords are
-	// used as given (no SASLprep), as Kafka brokers do.
+	// Username is the user to authenticate as. Required.
 	Username string `json:"username"`
-	Password string `json:"password"`
+	// Password is the password, inline. Exactly one of Password and
+	// PasswordFile is required. Passwords are used as given (no SASLprep),
+	// as Kafka brokers do.
+	Password string `json:"password,omitempty"`
+	// PasswordFile names a file that holds the password, such as a key of a
+	// Kubernetes Secret mounted as a volume; a trailing newline is not part
+	// of it. The transport reads it again for every connection it opens to
+	// a broker, the first and every reconnect, so a rotated Secret is used
+	// from the next connection on without a restart (connections already
+	// authenticated stay up). Validate checks that it can be read and is not
+	// empty. With SASLPlain the transport authenticates each connection
+	// itself (see WithSaramaConfig). Default: none.
+	PasswordFile string `json:"passwordFile,omitempty"`
 }
 
 // Topics names the topic of each role; one topic carries every event of its
@@ -225,8 +236,8 @@ func LoadConfig(path string) (Config, error) {
 	return c, nil
 }
 
-// Validate reports every problem of c at once. It reads the TLS files c
-// names.
+// Validate reports every problem of c at once. It reads the TLS files and
+// the SASL password file c names.
 func (c Config) Validate() error {
 	var errs []error
 	if len(c.Brokers) == 0 {
@@ -310,8 +321,15 @@ func (s *SASLConfig) validate() error {
 	if s.Username == "" {
 		errs = append(errs, errors.New("username is required"))
 	}
-	if s.Password == "" {
-		errs = append(errs, errors.New("password is required"))
+	switch {
+	case s.Password != "" && s.PasswordFile != "":
+		errs = append(errs, errors.New("password and passwordFile are both set; want one"))
+	case s.PasswordFile != "":
+		if _, err := s.readPassword(); err != nil {
+			errs = append(errs, err)
+		}
+	case s.Password == "":
+		errs = append(errs, errors.New("password or passwordFile is required"))
 	}
 	if len(errs) > 0 {
 		return fmt.Errorf("sasl: %w", errors.Join(errs...))

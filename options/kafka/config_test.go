@@ -129,7 +129,7 @@ func TestConfigValidateReportsEveryProblem(t *testing.T) {
 	}
 	for _, want := range []string{
 		`brokers[0] "no-port"`, `brokers[1] ":9092"`, `version "2.0.0": want 2.1.0 or newer`,
-		`mechanism "GSSAPI"`, "username is required", "password is required",
+		`mechanism "GSSAPI"`, "username is required", "password or passwordFile is required",
 		`topics.spec "bad topic"`, `share topic "x"`, `groupPrefix "a/b"`, `initialOffset "latest"`,
 		`compression "brotli"`, "maxEventBytes -1", "maxPending -2",
 		"heartbeatInterval 2s must be below sessionTimeout 1s", "drainTimeout 2m0s must be below rebalanceTimeout",
@@ -171,5 +171,54 @@ func TestTopicsAndKeys(t *testing.T) {
 		if got := kafka.Key(tt.r); got != tt.want {
 			t.Errorf("Key(%+v) = %q, want %q", tt.r, got, tt.want)
 		}
+	}
+}
+
+func TestSASLPasswordFileConfig(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	write := func(name, text string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(text), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	secret := write("password", "s3cret\n") // as kubectl create secret --from-file keeps an editor's newline
+	for _, name := range []string{"kafka.yaml", "kafka.json"} {
+		text := "brokers: [127.0.0.1:9092]\nsasl:\n  mechanism: SCRAM-SHA-256\n  username: hub\n  passwordFile: " + secret + "\n"
+		if name == "kafka.json" {
+			text = `{"brokers":["127.0.0.1:9092"],"sasl":{"mechanism":"SCRAM-SHA-256","username":"hub","passwordFile":"` + secret + `"}}`
+		}
+		got, err := kafka.LoadConfig(write(name, text))
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		want := &kafka.SASLConfig{Mechanism: kafka.SASLScramSHA256, Username: "hub", PasswordFile: secret}
+		if diff := cmp.Diff(want, got.SASL); diff != "" {
+			t.Errorf("%s (-want +got)\n%s", name, diff)
+		}
+		if _, err := kafka.New(got); err != nil {
+			t.Errorf("%s: New: %v", name, err)
+		}
+	}
+
+	empty := write("empty", "\n")
+	for _, tt := range []struct {
+		name string
+		sasl kafka.SASLConfig
+		want string
+	}{
+		{"both", kafka.SASLConfig{Mechanism: kafka.SASLPlain, Username: "u", Password: "p", PasswordFile: secret}, "password and passwordFile are both set"},
+		{"neither", kafka.SASLConfig{Mechanism: kafka.SASLPlain, Username: "u"}, "password or passwordFile is required"},
+		{"missing file", kafka.SASLConfig{Mechanism: kafka.SASLPlain, Username: "u", PasswordFile: filepath.Join(dir, "nope")}, "sasl: passwordFile: open " + filepath.Join(dir, "nope")},
+		{"empty file", kafka.SASLConfig{Mechanism: kafka.SASLPlain, Username: "u", PasswordFile: empty}, "sasl: passwordFile " + empty + " is empty"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			err := kafka.Config{Brokers: []string{"127.0.0.1:9092"}, SASL: &tt.sasl}.Validate()
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("Validate: %v, want it to say %q", err, tt.want)
+			}
+		})
 	}
 }

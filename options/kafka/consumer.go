@@ -2,6 +2,7 @@ package kafka
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"sync"
@@ -207,7 +208,27 @@ type groupHandler struct {
 	waiting  int  // claims of this session not consuming yet
 	complete bool // this session consumes every claim
 	lastErr  error
+	// due is the resync owed to the receiver once a session consumes every
+	// claim; it outlives sessions that end before then.
+	due resync
+	// read holds the spec and status partitions of the last session.
+	read map[topicPartition]bool
+	// endCause is why the last session ended, as sarama gave it.
+	endCause error
 }
+
+// resync is why the receiver is told Connected; the larger value wins.
+type resync int
+
+const (
+	resyncNone resync = iota
+	// resyncRebalance: a rebalance gave this member a spec or status
+	// partition whose earlier events it did not receive.
+	resyncRebalance
+	// resyncConnect: the first join, or a rejoin after the membership
+	// failed (lost connection, expired membership, a failed join).
+	resyncConnect
+)
 
 type topicPartition struct {
 	topic     string
@@ -215,19 +236,45 @@ type topicPartition struct {
 }
 
 func newGroupHandler(t *Transport, p *plan) *groupHandler {
-	return &groupHandler{t: t, plan: p, joined: make(chan struct{})}
+	return &groupHandler{t: t, plan: p, joined: make(chan struct{}), due: resyncConnect}
+}
+
+// keepsState reports whether the receiver builds state from role's events
+// (an agent's specs, a source's statuses), so that a partition of it this
+// member did not read before holds events it never saw. Resync requests
+// are answered as they come and leave no state behind.
+func keepsState(role options.Role) bool {
+	return role == options.RoleSpec || role == options.RoleStatus
+}
+
+// owe records a resync owed to the receiver. h.mu must be held.
+func (h *groupHandler) owe(r resync) {
+	if r > h.due {
+		h.due = r
+	}
 }
 
 // Setup runs when a session starts, after the group assigned its claims.
 func (h *groupHandler) Setup(sess sarama.ConsumerGroupSession) error {
 	trackers := map[topicPartition]*tracker{}
+	read := map[topicPartition]bool{}
 	for topic, parts := range sess.Claims() {
 		for _, p := range parts {
-			trackers[topicPartition{topic, p}] = newTracker(sess, topic, p, h.t.cfg.maxPending())
+			tp := topicPartition{topic, p}
+			trackers[tp] = newTracker(sess, topic, p, h.t.cfg.maxPending())
+			if keepsState(h.plan.roleOf[topic]) {
+				read[tp] = true
+			}
 		}
 	}
 	h.mu.Lock()
-	h.trackers, h.waiting, h.complete = trackers, len(trackers), false
+	for tp := range read {
+		if !h.read[tp] {
+			h.owe(resyncRebalance)
+			break
+		}
+	}
+	h.trackers, h.waiting, h.complete, h.read = trackers, len(trackers), false, read
 	h.mu.Unlock()
 	h.t.log.V(2).Info("joined consumer group", "group", h.plan.groupID, "generation", sess.GenerationID(), "claims", sess.Claims())
 	if len(trackers) == 0 {
@@ -237,20 +284,36 @@ func (h *groupHandler) Setup(sess sarama.ConsumerGroupSession) error {
 }
 
 // ready runs once every claim of a session consumes: each partition's
-// starting offset is settled, so whatever is sent from now on arrives. The
-// receiver resyncs what it may have missed before.
+// starting offset is settled, so whatever is sent from now on arrives. It
+// tells the receiver Connected when a resync is owed: after a (re)connect,
+// or when the session reads spec or status partitions the last one did not
+// (their events from before reached another member, or nobody), so the
+// receiver resyncs what it did not see. A rebalance that leaves this
+// member's partitions as they were, or only takes some away, costs no
+// resync: it resumes at the committed offsets and misses nothing.
 func (h *groupHandler) ready() {
 	h.mu.Lock()
 	h.complete = true
+	due := h.due
+	h.due = resyncNone
 	h.mu.Unlock()
-	h.t.recv.Connected()
+	h.t.stats.sessions.Add(1)
+	switch due {
+	case resyncConnect:
+		h.t.stats.connects.Add(1)
+		h.t.recv.Connected()
+	case resyncRebalance:
+		h.t.stats.rebalanceResyncs.Add(1)
+		h.t.log.V(2).Info("the rebalance gave this member partitions it did not read; resyncing", "group", h.plan.groupID)
+		h.t.recv.Connected()
+	}
 	h.joinedOnce.Do(func() { close(h.joined) })
 }
 
 // newSession forgets the last session before the next join.
 func (h *groupHandler) newSession() {
 	h.mu.Lock()
-	h.complete = false
+	h.complete, h.endCause = false, nil
 	h.mu.Unlock()
 }
 
@@ -258,6 +321,28 @@ func (h *groupHandler) sessionComplete() bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return h.complete
+}
+
+// ended records how a session ended, err being what Consume returned. It
+// reports whether the session had consumed every claim, and whether it
+// ended because the group rebalanced (a member joined or left, partitions
+// were added). Anything else (heartbeats lost, a membership the coordinator
+// expired, a failed join) makes the next session a reconnect.
+func (h *groupHandler) ended(err error) (complete, rebalanced bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	rebalanced = err == nil && h.complete &&
+		(errors.Is(h.endCause, sarama.ErrRebalanceInProgress) || errors.Is(h.endCause, sarama.ErrSessionPartitionCountChanged))
+	if !rebalanced {
+		h.owe(resyncConnect)
+	}
+	return err == nil && h.complete, rebalanced
+}
+
+func (h *groupHandler) lastCause() error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.endCause
 }
 
 func (h *groupHandler) setLastErr(err error) {
@@ -277,8 +362,6 @@ func (h *groupHandler) lastError() error {
 func (h *groupHandler) ConsumeClaim(sess sarama.ConsumerGroupSession, claim sarama.ConsumerGroupClaim) error {
 	h.mu.Lock()
 	tr := h.trackers[topicPartition{claim.Topic(), claim.Partition()}]
-	h.waiting--
-	last := h.waiting == 0
 	h.mu.Unlock()
 	if tr == nil {
 		return fmt.Errorf("kafka: claim %s/%d not in the session's assignment", claim.Topic(), claim.Partition())
@@ -296,6 +379,15 @@ func (h *groupHandler) ConsumeClaim(sess sarama.ConsumerGroupSession, claim sara
 		sess.MarkOffset(claim.Topic(), claim.Partition(), start, "")
 		sess.Commit()
 	}
+	h.mu.Lock()
+	if claim.InitialOffset() < 0 && keepsState(role) {
+		// No committed offset (a new partition, or retention removed
+		// it): what was sent here before is not coming.
+		h.owe(resyncRebalance)
+	}
+	h.waiting--
+	last := h.waiting == 0
+	h.mu.Unlock()
 	if last {
 		h.ready()
 	}
@@ -331,6 +423,7 @@ func (h *groupHandler) Cleanup(sess sarama.ConsumerGroupSession) error {
 	h.mu.Lock()
 	trackers := h.trackers
 	h.trackers = nil
+	h.endCause = context.Cause(sess.Context())
 	h.mu.Unlock()
 	h.drain(trackers)
 	for _, tr := range trackers {

@@ -2,13 +2,18 @@
 // mode of the CloudEvents Kafka binding
 // (github.com/cloudevents/sdk-go/protocol/kafka_sarama: attributes and
 // extensions as "ce_" record headers, the data as the record value) over
-// github.com/IBM/sarama, which is pure Go: no cgo, no librdkafka.
+// github.com/IBM/sarama, which is pure Go: no cgo, no librdkafka. It sends
+// in binary mode and receives either mode; a record that is not a
+// CloudEvent goes to the receiver's Malformed, with what was wrong, and is
+// committed.
 //
 // A Transport is configured with a typed Config (or LoadConfig from a YAML
 // or JSON file), handed to a generic client, and started by it. Start
 // connects and joins a consumer group; the transport then rejoins by itself
 // with capped exponential backoff and calls its receiver's Connected after
-// every (re)join, so the client above resyncs what it may have missed.
+// every reconnect, so the client above resyncs what it may have missed, and
+// after a rebalance that gives it partitions it did not read before (see
+// Rebalances and resyncs).
 //
 // # Topics and keys
 //
@@ -92,6 +97,55 @@
 // a later owner of the partition starts where this one did, not at the
 // newest record of its own time.
 //
+// # Rebalances and resyncs
+//
+// Every time a member joins or leaves a consumer group (a source replica
+// starts, an agent's standby takes over, a member crashes) the group
+// rebalances and every member starts a new session. Committed offsets keep
+// the group as a whole from losing anything (see above): whichever member
+// reads a partition next starts where the last one stopped. Whether the
+// receiver must resync is a question about the member, not the group:
+//
+//   - A spec or status partition a member did not read in its last session
+//     carries events from before the rebalance that went to another member,
+//     or to nobody; the state the receiver builds from them (an agent's
+//     works, a source's statuses) lacks them. The transport calls Connected,
+//     and the client resyncs. This is what makes an agent standby that takes
+//     over the spec partition complete, and a source replica that takes over
+//     status partitions current. The answers to the resync are keyed by
+//     cluster, like all spec and status traffic, so they reach whichever
+//     member reads each partition: the one that asked, for the partitions it
+//     just gained.
+//   - A partition the member read before resumes at the committed offset:
+//     nothing was missed, and no resync follows. Nor does one follow for
+//     partitions taken away, or for spec resync and status resync partitions,
+//     whose requests are answered as they come and leave no state behind.
+//   - A partition without a committed offset (new, or its offset expired)
+//     starts at Config.InitialOffset, past what was sent before: Connected.
+//   - A session that ended for another reason than a rebalance (heartbeats
+//     lost, the coordinator expired the membership, a join failed) is a
+//     reconnect: Connected, whatever the partitions.
+//
+// So a source replica joining costs one resync on itself (it starts) and
+// one on each replica the new assignment gives partitions it did not have;
+// replicas that only give partitions up pay nothing. A resync is not cheap
+// at scale: a source's status resync request lists the hash of every status
+// it holds and goes to every agent, which compares and answers with each
+// status that differs; an agent's spec resync request goes to every source.
+// Transport.Stats counts Connects and RebalanceResyncs apart, so the cost
+// of rebalances shows; keep group membership stable (static replica counts,
+// SessionTimeout above the pauses a member can have) where it matters.
+//
+// # Credentials
+//
+// SASLConfig.PasswordFile keeps the password out of the config, in a
+// mounted Kubernetes Secret for example. The transport reads the file again
+// for every broker connection it opens, so a rotated password takes effect
+// at the next connection (and existing ones stay up). For SCRAM the
+// transport's SCRAM client reads it at each authentication; for PLAIN,
+// where sarama sends the password of its config, the transport's dialer
+// opens each connection, does TLS, and authenticates before sarama uses it.
+//
 // # Size limits
 //
 // An event whose record is larger than Config.MaxEventBytes (default
@@ -112,7 +166,10 @@
 //
 // A started transport runs sarama's producer and consumer group and three
 // goroutines of its own (producer results, the group's rejoin loop and its
-// error log); Close stops them all and returns when they are gone. The
+// error log); Close stops them all and returns when they are gone, and when
+// a Start in progress has given up (Start and Close are linearizable: a
+// Start that Close overtakes returns options.ErrClosed and leaves nothing
+// behind). The
 // receiver is called from sarama's claim goroutines, one per partition, so
 // events of one partition arrive in order. sarama's own metrics are off (see
 // WithSaramaConfig to turn them on), but sarama's consumer still registers one

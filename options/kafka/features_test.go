@@ -158,7 +158,7 @@ func TestRebalanceBetweenSourceReplicasLosesNothing(t *testing.T) {
 	rb := transporttest.NewRecorder()
 	replica := newTransport(t, cfg)
 	startWith(t, replica, subs, rb) // the group rebalances over both
-	rb.Wait(t, "A rejoined after B joined", wait, func() bool { return ra.Connects() >= 2 })
+	rb.Wait(t, "A rejoined after B joined", wait, func() bool { return a.Stats().Sessions >= 2 })
 	sendBatch(60)
 	union := func() map[string]bool {
 		m := map[string]bool{}
@@ -199,6 +199,38 @@ func TestRebalanceBetweenSourceReplicasLosesNothing(t *testing.T) {
 	})
 	if len(union()) != n {
 		t.Errorf("%d distinct statuses arrived, want %d", len(union()), n)
+	}
+}
+
+// A rebalance costs a resync only on the member it gives status partitions
+// it did not read before: the replica already there, which only gives
+// partitions up when another joins, resumes at its committed offsets and is
+// not told; when the other leaves and its partitions come back, it resyncs.
+func TestRebalanceResyncsOnlyTheMemberThatGainsPartitions(t *testing.T) {
+	t.Parallel()
+	b := kafkatest.NewBroker(t)
+	cfg := kafka.Config{Brokers: b.Addrs(), DrainTimeout: options.Duration(300 * time.Millisecond)}
+	subs := options.SourceSubscriptions("hub", nil)
+	a := newTransport(t, cfg)
+	ra := start(t, a, subs)
+	if got, want := a.Stats(), (kafka.Stats{Sessions: 1, Connects: 1}); got != want || ra.Connects() != 1 {
+		t.Fatalf("after Start: stats %+v, Connected %d times; want %+v, once", got, ra.Connects(), want)
+	}
+
+	replica := newTransport(t, cfg)
+	rb := start(t, replica, subs)
+	ra.Wait(t, "A's session after B joined", wait, func() bool { return a.Stats().Sessions >= 2 })
+	if got := a.Stats(); got.Connects != 1 || got.RebalanceResyncs != 0 || ra.Connects() != 1 {
+		t.Errorf("A, which only gave partitions up: stats %+v, Connected %d times; want no resync", got, ra.Connects())
+	}
+	if got := replica.Stats(); got.Connects != 1 || rb.Connects() != 1 {
+		t.Errorf("B after Start: stats %+v, Connected %d times", got, rb.Connects())
+	}
+
+	closeNow(t, replica)
+	ra.Wait(t, "A takes B's partitions back", wait, func() bool { return a.Stats().Sessions >= 3 })
+	if got := a.Stats(); got.Connects != 1 || got.RebalanceResyncs != 1 || ra.Connects() != 2 {
+		t.Errorf("A, given B's partitions: stats %+v, Connected %d times; want one rebalance resync", got, ra.Connects())
 	}
 }
 

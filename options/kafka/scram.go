@@ -23,22 +23,28 @@ import (
 type scramClient struct {
 	newHash func() hash.Hash
 	nonce   func() (string, error) // the client nonce; random unless a test sets it
+	// password, when set, gives the password at each Begin (read from
+	// SASLConfig.PasswordFile) instead of the one sarama passes.
+	password func() (string, error)
 
-	user, password, authzID string
-	step                    int
-	clientNonce             string
-	gs2Header               string
-	clientFirstBare         string
-	serverSignature         []byte
-	done                    bool
+	user, pass, authzID string
+	step                int
+	clientNonce         string
+	gs2Header           string
+	clientFirstBare     string
+	serverSignature     []byte
+	done                bool
 }
 
-func newSCRAMClient(mechanism string) func() sarama.SCRAMClient {
+// newSCRAMClient returns sarama's SCRAMClientGeneratorFunc for mechanism;
+// sarama makes a client for every authentication. password, when not nil,
+// is asked for the password each time.
+func newSCRAMClient(mechanism string, password func() (string, error)) func() sarama.SCRAMClient {
 	h := sha256.New
 	if mechanism == SASLScramSHA512 {
 		h = sha512.New
 	}
-	return func() sarama.SCRAMClient { return &scramClient{newHash: h, nonce: randomNonce} }
+	return func() sarama.SCRAMClient { return &scramClient{newHash: h, nonce: randomNonce, password: password} }
 }
 
 func randomNonce() (string, error) {
@@ -54,7 +60,14 @@ const maxIterations = 10_000_000
 
 // Begin implements sarama.SCRAMClient.
 func (c *scramClient) Begin(user, password, authzID string) error {
-	c.user, c.password, c.authzID = user, password, authzID
+	if c.password != nil {
+		p, err := c.password()
+		if err != nil {
+			return fmt.Errorf("sasl: %w", err)
+		}
+		password = p
+	}
+	c.user, c.pass, c.authzID = user, password, authzID
 	c.step, c.done = 0, false
 	return nil
 }
@@ -125,7 +138,7 @@ func (c *scramClient) clientFinal(serverFirst string) (string, error) {
 	if err != nil || len(saltBytes) == 0 {
 		return "", errors.New("scram: server-first message: bad salt")
 	}
-	salted, err := pbkdf2.Key(c.newHash, c.password, saltBytes, iterations, c.newHash().Size())
+	salted, err := pbkdf2.Key(c.newHash, c.pass, saltBytes, iterations, c.newHash().Size())
 	if err != nil {
 		return "", fmt.Errorf("scram: %w", err)
 	}

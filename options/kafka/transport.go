@@ -1,18 +1,25 @@
 package kafka
 
 import (
+	"bytes"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/IBM/sarama"
 	"github.com/cloudevents/sdk-go/protocol/kafka_sarama/v2"
 	cloudevents "github.com/cloudevents/sdk-go/v2"
 	"github.com/cloudevents/sdk-go/v2/binding"
+	"github.com/cloudevents/sdk-go/v2/binding/format"
+	"github.com/cloudevents/sdk-go/v2/binding/spec"
 	"github.com/go-logr/logr"
 	"k8s.io/klog/v2"
 
@@ -36,8 +43,11 @@ func WithTLSConfig(c *tls.Config) Option { return func(t *Transport) { t.tlsConf
 // relies on: Producer.Return.Successes and Errors, the producer's
 // partitioner, and the group's balance strategy (turning
 // Consumer.Offsets.AutoCommit off only delays commits to the end of each
-// session). Set MetricRegistry to collect sarama's own metrics (the
-// transport gives it a registry that keeps none). Default: none.
+// session). With a SASL/PLAIN password file, the transport's dialer is
+// Net.Proxy.Dialer (it does TLS and SASL for each connection): leave Net.TLS,
+// Net.SASL and Net.Proxy alone then. Set MetricRegistry to collect sarama's
+// own metrics (the transport gives it a registry that keeps none). Default:
+// none.
 func WithSaramaConfig(fn func(*sarama.Config)) Option {
 	return func(t *Transport) { t.tune = fn }
 }
@@ -67,7 +77,39 @@ type Transport struct {
 
 	ctx    context.Context // ends at Close
 	cancel context.CancelFunc
-	wg     sync.WaitGroup
+	wg     sync.WaitGroup // Start while it runs, and every goroutine it started
+
+	stats struct{ sessions, connects, rebalanceResyncs atomic.Uint64 }
+}
+
+// Stats counts how often a transport told its receiver Connected, and why,
+// for metrics and tests. Each rebalance of a consumer group ends every
+// member's session; Sessions minus Connects minus RebalanceResyncs is how
+// many sessions began without costing a resync.
+type Stats struct {
+	// Sessions is how many consumer group sessions reached the point where
+	// every partition assigned to this member is being read: the first
+	// one, and one after each rebalance or rejoin.
+	Sessions uint64
+	// Connects is how many times Connected was called for a connect:
+	// Start's, and every rejoin after the membership failed (a lost
+	// connection, a membership the coordinator expired, a failed join).
+	Connects uint64
+	// RebalanceResyncs is how many times Connected was called because a
+	// rebalance gave this member a spec or status partition it did not read
+	// in the session before, or one without a committed offset: the resyncs
+	// rebalances cost.
+	RebalanceResyncs uint64
+}
+
+// Stats returns the transport's counters. It is goroutine-safe and does
+// not block.
+func (t *Transport) Stats() Stats {
+	return Stats{
+		Sessions:         t.stats.sessions.Load(),
+		Connects:         t.stats.connects.Load(),
+		RebalanceResyncs: t.stats.rebalanceResyncs.Load(),
+	}
 }
 
 var _ options.Transport = (*Transport)(nil)
@@ -121,14 +163,29 @@ func (t *Transport) saramaConfig(producer bool) (*sarama.Config, error) {
 		sc.Net.TLS.Enable = true
 		sc.Net.TLS.Config = t.tlsConfig
 	}
-	if s := c.SASL; s != nil {
+	if s := c.SASL; s != nil && s.PasswordFile != "" && s.Mechanism == SASLPlain {
+		// sarama would send the password its config holds on every
+		// connection: the dialer authenticates each one itself instead,
+		// with the file read then, and does TLS under it.
+		sc.Net.Proxy.Enable = true
+		sc.Net.Proxy.Dialer = &plainDialer{
+			user: s.Username, password: s.readPassword, tls: sc.Net.TLS.Config,
+			timeout: sc.Net.DialTimeout, clientID: sc.ClientID,
+		}
+		sc.Net.TLS.Enable, sc.Net.TLS.Config = false, nil
+	} else if s != nil {
 		sc.Net.SASL.Enable = true
 		sc.Net.SASL.Handshake = true
 		sc.Net.SASL.User = s.Username
 		sc.Net.SASL.Password = s.Password
 		sc.Net.SASL.Mechanism = sarama.SASLMechanism(s.Mechanism)
 		if s.Mechanism != SASLPlain {
-			sc.Net.SASL.SCRAMClientGeneratorFunc = newSCRAMClient(s.Mechanism)
+			var password func() (string, error)
+			if s.PasswordFile != "" {
+				// The SCRAM client reads the file at every authentication.
+				sc.Net.SASL.Password, password = filePasswordPlaceholder, s.readPassword
+			}
+			sc.Net.SASL.SCRAMClientGeneratorFunc = newSCRAMClient(s.Mechanism, password)
 		}
 	}
 	// Only the topics in use, not every topic of a large cluster.
@@ -166,7 +223,15 @@ func (t *Transport) saramaConfig(producer bool) (*sarama.Config, error) {
 // until the group has assigned its partitions and every one is being read,
 // retrying with backoff until ctx ends, except for failures that retrying
 // cannot fix (credentials, certificates), which it reports at once. It calls
-// r.Connected before it returns and after every later (re)join of the group.
+// r.Connected before it returns and after every later reconnect (see the
+// package documentation for when a rebalance counts as one).
+//
+// Start and Close are linearizable: a Start called after Close, or still
+// connecting when Close begins, returns an error wrapping options.ErrClosed
+// and leaves nothing running; Close waits for a Start in progress to return
+// (at most one connect attempt, bounded by Config.DialTimeout) and for every
+// goroutine it started. A Start that fails for another reason stops what it
+// started before it returns.
 func (t *Transport) Start(ctx context.Context, subs []options.Subscription, r options.Receiver) error {
 	if r == nil {
 		return errors.New("kafka: receiver is nil")
@@ -179,13 +244,18 @@ func (t *Transport) Start(ctx context.Context, subs []options.Subscription, r op
 	switch {
 	case t.closed:
 		t.mu.Unlock()
-		return fmt.Errorf("kafka: start: %w", options.ErrClosed)
+		return errStartClosed
 	case t.started:
 		t.mu.Unlock()
 		return errors.New("kafka: started twice")
 	}
 	t.started, t.recv = true, r
+	// Start itself holds an entry, taken before Close can wait: Close
+	// returns only after Start has, so Start never leaves a goroutine or a
+	// client behind a Close that already returned.
+	t.wg.Add(1)
 	t.mu.Unlock()
+	defer t.wg.Done()
 
 	// Close ends the first connect too.
 	ctx, cancel := context.WithCancel(ctx)
@@ -193,11 +263,12 @@ func (t *Transport) Start(ctx context.Context, subs []options.Subscription, r op
 	defer context.AfterFunc(t.ctx, cancel)()
 
 	runCtx, stopRun := context.WithCancel(t.ctx)
+	var run sync.WaitGroup // the goroutines this Start started
 	ok := false
 	defer func() {
 		if !ok {
 			stopRun()
-			t.wg.Wait()
+			run.Wait()
 		}
 	}()
 
@@ -225,17 +296,24 @@ func (t *Transport) Start(ctx context.Context, subs []options.Subscription, r op
 		return fmt.Errorf("kafka: producer: %w", err)
 	}
 	t.mu.Lock()
+	if t.closingLocked() {
+		t.mu.Unlock()
+		_ = producer.Close()
+		_ = client.Close()
+		return errStartClosed
+	}
 	t.producer, t.runDone = producer, runCtx.Done()
-	t.mu.Unlock()
-	t.wg.Add(1)
-	go t.dispatch(runCtx, client, producer)
-
+	t.goLocked(&run, func() { t.dispatch(runCtx, client, producer) })
 	if len(subs) == 0 {
-		t.log.V(2).Info("connected")
+		// Started: a Close from now on stops what runs.
 		ok = true
+		t.mu.Unlock()
+		t.log.V(2).Info("connected")
+		t.stats.connects.Add(1)
 		r.Connected()
 		return nil
 	}
+	t.mu.Unlock()
 
 	cc := *t.consCfg
 	cc.Consumer.Group.Rebalance.GroupStrategies = []sarama.BalanceStrategy{&balancer{pins: p.pins}}
@@ -247,20 +325,53 @@ func (t *Transport) Start(ctx context.Context, subs []options.Subscription, r op
 		return err
 	}
 	h := newGroupHandler(t, p)
-	t.wg.Add(2)
-	go t.consume(runCtx, group, h)
-	go t.consumerErrors(group, h)
+	t.mu.Lock()
+	if t.closingLocked() {
+		t.mu.Unlock()
+		_ = group.Close()
+		return errStartClosed
+	}
+	t.goLocked(&run, func() { t.consume(runCtx, group, h) })
+	t.goLocked(&run, func() { t.consumerErrors(group, h) })
+	t.mu.Unlock()
+
 	select {
 	case <-h.joined:
-		t.log.V(2).Info("connected", "group", p.groupID, "topics", p.topics)
-		ok = true
-		return nil
 	case <-ctx.Done():
 		if t.ctx.Err() != nil {
-			return fmt.Errorf("kafka: start: %w", options.ErrClosed)
+			return errStartClosed
 		}
 		return fmt.Errorf("kafka: join consumer group %s: %w (last error: %v)", p.groupID, ctx.Err(), h.lastError())
 	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.closingLocked() {
+		// The group was joined (and the receiver told), but Close began
+		// first: report the Start as the Close saw it.
+		return errStartClosed
+	}
+	ok = true
+	t.log.V(2).Info("connected", "group", p.groupID, "topics", p.topics)
+	return nil
+}
+
+var errStartClosed = fmt.Errorf("kafka: start: %w", options.ErrClosed)
+
+// closingLocked reports whether Close has begun. t.mu must be held.
+func (t *Transport) closingLocked() bool { return t.closed || t.ctx.Err() != nil }
+
+// goLocked runs f on a goroutine that Close waits for, and run too. t.mu
+// must be held and Close not begun (closingLocked false): taking the
+// WaitGroup entry under the lock is what keeps it from racing with Close's
+// Wait.
+func (t *Transport) goLocked(run *sync.WaitGroup, f func()) {
+	t.wg.Add(1)
+	run.Add(1)
+	go func() {
+		defer t.wg.Done()
+		defer run.Done()
+		f()
+	}()
 }
 
 // retry calls fn with backoff until it succeeds, fails for good, or ctx ends.
@@ -310,7 +421,6 @@ func sleep(ctx context.Context, d time.Duration) bool {
 // it, and when the run ends it closes the producer (which first flushes what
 // it holds) and the client.
 func (t *Transport) dispatch(ctx context.Context, client sarama.Client, p sarama.AsyncProducer) {
-	defer t.wg.Done()
 	successes, errs, stop := p.Successes(), p.Errors(), ctx.Done()
 	for successes != nil || errs != nil {
 		select {
@@ -353,15 +463,17 @@ func reply(m *sarama.ProducerMessage, err error) {
 // consume owns the consumer group: it rejoins after every session until
 // the run ends, then leaves the group.
 func (t *Transport) consume(ctx context.Context, group sarama.ConsumerGroup, h *groupHandler) {
-	defer t.wg.Done()
 	for attempt := 0; ; {
 		h.newSession()
 		err := group.Consume(ctx, h.plan.topics, h)
 		if ctx.Err() != nil {
 			break
 		}
-		if err == nil && h.sessionComplete() {
-			attempt = 0 // a rebalance: rejoin at once
+		if complete, rebalanced := h.ended(err); complete {
+			if !rebalanced {
+				t.log.V(2).Info("consumer group session ended; rejoining", "group", h.plan.groupID, "cause", h.lastCause())
+			}
+			attempt = 0 // rejoin at once
 			continue
 		}
 		if err == nil {
@@ -386,7 +498,6 @@ func (t *Transport) consume(ctx context.Context, group sarama.ConsumerGroup, h *
 
 // consumerErrors logs the group's background errors until it closes.
 func (t *Transport) consumerErrors(group sarama.ConsumerGroup, h *groupHandler) {
-	defer t.wg.Done()
 	for err := range group.Errors() {
 		h.setLastErr(err)
 		t.log.V(2).Info("consumer error", "group", h.plan.groupID, "err", err)
@@ -415,10 +526,20 @@ func (t *Transport) receive(p *plan, role options.Role, m *sarama.ConsumerMessag
 	t.recv.Deliver(options.NewDelivery(route, evt, done))
 }
 
-// bindingExtensions are the record coordinates the CloudEvents binding adds
-// to every event it reads; they are not part of what was sent.
-var bindingExtensions = []string{"kafkaoffset", "kafkapartition", "kafkatopic"}
+// contentTypeHeader is the record header of the CloudEvents Kafka binding
+// that holds datacontenttype (binary mode) or the event format (structured
+// mode); ceHeaderPrefix starts the headers of attributes and extensions.
+const (
+	contentTypeHeader = "content-type"
+	ceHeaderPrefix    = "ce_"
+)
 
+// decode turns a record into the event it carries, in either content mode
+// of the CloudEvents Kafka binding. Its errors say what was wrong with the
+// record: "not a CloudEvent: …" for records that do not follow the binding,
+// "invalid CloudEvent: …" for events that lack what CloudEvents requires.
+// Headers are matched without regard to case; other headers (SourceHeader,
+// tracing) are not looked at.
 func decode(m *sarama.ConsumerMessage) (evt *cloudevents.Event, err error) {
 	defer func() {
 		// The binding is third-party code fed by the network: a panic in it
@@ -427,23 +548,168 @@ func decode(m *sarama.ConsumerMessage) (evt *cloudevents.Event, err error) {
 			evt, err = nil, fmt.Errorf("decoder panic: %v", r)
 		}
 	}()
-	msg := kafka_sarama.NewMessageFromConsumerMessage(m)
-	if msg.ReadEncoding() == binding.EncodingUnknown {
-		return nil, errors.New("not a CloudEvent: no ce_specversion header and no CloudEvents content type")
+	headers := make(map[string][]byte, len(m.Headers))
+	names := make(map[string]string, len(m.Headers)) // as the record spells them
+	for _, h := range m.Headers {
+		if h == nil {
+			continue
+		}
+		k := strings.ToLower(string(h.Key))
+		if k != contentTypeHeader && !strings.HasPrefix(k, ceHeaderPrefix) {
+			continue
+		}
+		if prev, ok := headers[k]; ok && !bytes.Equal(prev, h.Value) {
+			// Which one the binding would take is up to map order.
+			return nil, fmt.Errorf("not a CloudEvent: headers %q and %q: one attribute, two values", names[k], h.Key)
+		}
+		headers[k], names[k] = h.Value, string(h.Key)
+	}
+	contentType := string(headers[contentTypeHeader])
+	var msg binding.MessageReader
+	mode := "binary mode"
+	if format.Lookup(contentType) != nil {
+		// The binding's structured reader; like the binding, a CloudEvents
+		// content type wins over ce_ headers.
+		msg = kafka_sarama.NewMessage(m.Value, contentType, headers)
+		mode = fmt.Sprintf("structured mode (content-type %q)", contentType)
+	} else if v := ceSpecs.Version(string(headers[ceHeaderPrefix+"specversion"])); v != nil {
+		if err := checkBinaryHeaders(headers, names); err != nil {
+			return nil, fmt.Errorf("not a CloudEvent: binary mode: %w", err)
+		}
+		msg = &binaryRecord{version: v, headers: headers, value: m.Value}
+	} else {
+		return nil, fmt.Errorf("not a CloudEvent: %w", unknownEncoding(headers, names))
 	}
 	evt, err = binding.ToEvent(context.Background(), msg)
 	if err != nil {
-		return nil, fmt.Errorf("not a CloudEvent: %w", err)
-	}
-	for _, ext := range bindingExtensions {
-		if _, ok := evt.Extensions()[ext]; ok {
-			evt.SetExtension(ext, nil) // nil removes it
-		}
+		return nil, fmt.Errorf("not a CloudEvent: %s: %w", mode, err)
 	}
 	if err := evt.Validate(); err != nil {
-		return nil, fmt.Errorf("invalid CloudEvent: %w", err)
+		return nil, fmt.Errorf("invalid CloudEvent: %s: %w", mode, err)
 	}
 	return evt, nil
+}
+
+// ceSpecs are the CloudEvents versions with their binary-mode header names.
+var ceSpecs = spec.WithPrefix(ceHeaderPrefix)
+
+// binaryRecord is a record in the binary content mode, read in a fixed
+// order: specversion first, then the other headers by name, then the data.
+// The binding's own reader walks a map, and the event it builds depends on
+// the order (a 0.3 attribute set before specversion is refused), so the
+// same record decoded differently from one call to the next.
+type binaryRecord struct {
+	version spec.Version
+	headers map[string][]byte // lower-cased names
+	value   []byte
+}
+
+var _ binding.MessageMetadataReader = (*binaryRecord)(nil)
+
+func (r *binaryRecord) GetAttribute(k spec.Kind) (spec.Attribute, any) {
+	a := r.version.AttributeFromKind(k)
+	if a == nil {
+		return nil, nil
+	}
+	name := a.PrefixedName()
+	if k == spec.DataContentType {
+		if _, ok := r.headers[contentTypeHeader]; ok {
+			name = contentTypeHeader
+		}
+	}
+	if v, ok := r.headers[strings.ToLower(name)]; ok {
+		return a, string(v)
+	}
+	return a, nil
+}
+
+func (r *binaryRecord) GetExtension(name string) any {
+	if v, ok := r.headers[ceHeaderPrefix+name]; ok {
+		return string(v)
+	}
+	return nil
+}
+
+func (r *binaryRecord) ReadEncoding() binding.Encoding { return binding.EncodingBinary }
+
+func (r *binaryRecord) ReadStructured(context.Context, binding.StructuredWriter) error {
+	return binding.ErrNotStructured
+}
+
+func (r *binaryRecord) ReadBinary(_ context.Context, w binding.BinaryWriter) error {
+	if err := w.SetAttribute(r.version.AttributeFromKind(spec.SpecVersion), r.version.String()); err != nil {
+		return err
+	}
+	for _, k := range slices.Sorted(maps.Keys(r.headers)) {
+		v := string(r.headers[k])
+		var err error
+		switch name, ok := strings.CutPrefix(k, ceHeaderPrefix); {
+		case k == contentTypeHeader:
+			err = w.SetAttribute(r.version.AttributeFromKind(spec.DataContentType), v)
+		case !ok || name == "specversion":
+		case r.version.Attribute(k) != nil:
+			err = w.SetAttribute(r.version.Attribute(k), v)
+		default:
+			err = w.SetExtension(name, v)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	if r.value != nil {
+		return w.SetData(bytes.NewReader(r.value))
+	}
+	return nil
+}
+
+// unknownEncoding says why a record is in neither content mode.
+func unknownEncoding(headers map[string][]byte, names map[string]string) error {
+	const sv = ceHeaderPrefix + "specversion"
+	if v, ok := headers[sv]; ok {
+		return fmt.Errorf("header %s %q: not a CloudEvents version (want 1.0 or 0.3)", names[sv], v)
+	}
+	if ct, ok := headers[contentTypeHeader]; ok {
+		return fmt.Errorf("no %s header, and content-type %q is not a CloudEvents event format (want %s)", sv, ct, cloudevents.ApplicationCloudEventsJSON)
+	}
+	return fmt.Errorf("no %s header and no content-type header", sv)
+}
+
+// checkBinaryHeaders checks what the binding would otherwise report without
+// naming the header: every "ce_" header names an attribute or extension in
+// lower-case letters and digits, and datacontenttype is given once.
+func checkBinaryHeaders(headers map[string][]byte, names map[string]string) error {
+	var errs []error
+	for k := range headers {
+		name, ok := strings.CutPrefix(k, ceHeaderPrefix)
+		if !ok {
+			continue
+		}
+		if name == "" || strings.IndexFunc(name, func(r rune) bool { return (r < 'a' || r > 'z') && (r < '0' || r > '9') }) >= 0 {
+			errs = append(errs, fmt.Errorf("header %q: attribute names are letters and digits only", names[k]))
+		}
+	}
+	const dct = ceHeaderPrefix + "datacontenttype"
+	if v, ok := headers[dct]; ok {
+		if ct, ok := headers[contentTypeHeader]; ok && !bytes.Equal(v, ct) {
+			errs = append(errs, fmt.Errorf("headers %q and %q: two datacontenttypes", names[contentTypeHeader], names[dct]))
+		}
+	}
+	slices.SortFunc(errs, func(a, b error) int { return strings.Compare(a.Error(), b.Error()) })
+	return errors.Join(errs...)
+}
+
+// encode makes the record Send writes for evt on route: binary content
+// mode, keyed by Key(route), with SourceHeader for spec and status events.
+// decode turns it back into evt.
+func encode(ctx context.Context, topic string, route options.Route, evt *cloudevents.Event) (*sarama.ProducerMessage, error) {
+	msg := &sarama.ProducerMessage{Topic: topic, Key: sarama.StringEncoder(Key(route))}
+	if err := kafka_sarama.WriteProducerMessage(kafka_sarama.WithSkipKeyMapping(ctx), binding.ToMessage(evt), msg); err != nil {
+		return nil, fmt.Errorf("encode event %s: %w", evt.ID(), err)
+	}
+	if route.Role != options.RoleStatusResync {
+		msg.Headers = append(msg.Headers, sarama.RecordHeader{Key: []byte(SourceHeader), Value: []byte(route.Source)})
+	}
+	return msg, nil
 }
 
 // Send writes evt to the topic of route's role, keyed by Key(route), and
@@ -462,12 +728,9 @@ func (t *Transport) Send(ctx context.Context, route options.Route, evt *cloudeve
 		return fmt.Errorf("kafka: %w", err)
 	}
 	topic := t.cfg.Topics.Topic(route.Role)
-	msg := &sarama.ProducerMessage{Topic: topic, Key: sarama.StringEncoder(Key(route))}
-	if err := kafka_sarama.WriteProducerMessage(kafka_sarama.WithSkipKeyMapping(ctx), binding.ToMessage(evt), msg); err != nil {
-		return fmt.Errorf("kafka: encode event %s: %w", evt.ID(), err)
-	}
-	if route.Role != options.RoleStatusResync {
-		msg.Headers = append(msg.Headers, sarama.RecordHeader{Key: []byte(SourceHeader), Value: []byte(route.Source)})
+	msg, err := encode(ctx, topic, route, evt)
+	if err != nil {
+		return fmt.Errorf("kafka: %w", err)
 	}
 	if size := msg.ByteSize(2); size > t.maxBytes {
 		return fmt.Errorf("kafka: event %s of type %s: %w: %d bytes, limit %d", evt.ID(), evt.Type(), options.ErrTooLarge, size, t.maxBytes)
@@ -545,13 +808,18 @@ func fatalSendError(err error) bool {
 
 // Close stops reading (giving the consumer group's partitions up after
 // DrainTimeout at most, committing what was Done), flushes the producer,
-// disconnects, and waits for the transport's goroutines, or until ctx ends.
-// It is idempotent.
+// disconnects, and waits for a Start in progress to return and for every
+// goroutine the transport started, or until ctx ends. It is idempotent and
+// goroutine-safe.
 func (t *Transport) Close(ctx context.Context) error {
+	// Cancel before taking the lock: a Send holds the lock shared while it
+	// waits for the producer, and the cancel is what releases it.
 	t.cancel()
 	t.mu.Lock()
 	t.closed = true
 	t.mu.Unlock()
+	// No WaitGroup entry is taken after this point (goLocked checks closed
+	// under the lock), so the Wait cannot miss one.
 	done := make(chan struct{})
 	go func() { t.wg.Wait(); close(done) }()
 	select {
