@@ -1,6 +1,7 @@
 package work
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"sync"
@@ -29,6 +30,10 @@ var (
 // the agent's controllers update statuses, which are published back, and
 // metadata (finalizers, labels, annotations), which stays local.
 //
+// Labels and annotations have one rule: a source owns the keys it sends.
+// Each spec event sets them to the source's values and removes those the
+// source sent before and sends no more; keys the agent set itself stay.
+//
 // A source's deletion shows as a deletionTimestamp; the work leaves the
 // store once its finalizers are gone, and a last status with the Deleted
 // condition tells the source it may forget the work.
@@ -42,7 +47,11 @@ type agent struct {
 
 	mu        sync.Mutex
 	dataTypes map[kubetypes.UID]types.DataType // which data type each work came as
+	sourceKey map[kubetypes.UID]sourceKeys     // the label and annotation keys each work's source set
 }
+
+// sourceKeys are the label and annotation keys a source set on a work.
+type sourceKeys struct{ labels, annotations []string }
 
 var _ backend = (*agent)(nil)
 
@@ -56,6 +65,19 @@ func (a *agent) create(context.Context, string, *workv1.ManifestWork, metav1.Cre
 
 func (a *agent) delete(context.Context, string, string, metav1.DeleteOptions) error {
 	return apierrors.NewMethodNotSupported(manifestWorksResource, "delete on an agent: sources delete works")
+}
+
+func (a *agent) deleteCollection(context.Context, string, metav1.DeleteOptions, metav1.ListOptions) error {
+	return apierrors.NewMethodNotSupported(manifestWorksResource, "deletecollection on an agent: sources delete works")
+}
+
+// checkUpdate is what an update (Update, UpdateStatus) must pass before
+// it is written; patches skip it.
+func (a *agent) checkUpdate(namespace string, in *workv1.ManifestWork) error {
+	if in.Namespace != "" && in.Namespace != namespace {
+		return checkNamespace(namespace, in.Namespace)
+	}
+	return requireResourceVersion(a.st, namespace, in)
 }
 
 // nextMetadata is an update of cur's metadata from in: finalizers, labels,
@@ -88,6 +110,9 @@ func (a *agent) nextMetadata(cur, in *workv1.ManifestWork, manager string) (*wor
 }
 
 func (a *agent) update(_ context.Context, namespace string, in *workv1.ManifestWork, opts metav1.UpdateOptions) (*workv1.ManifestWork, error) {
+	if err := a.checkUpdate(namespace, in); err != nil {
+		return nil, err
+	}
 	return a.write(namespace, in, isDryRun(opts.DryRun), opts.FieldManager, false)
 }
 
@@ -106,6 +131,9 @@ func (a *agent) nextStatus(cur, in *workv1.ManifestWork, _ string) (*workv1.Mani
 }
 
 func (a *agent) updateStatus(_ context.Context, namespace string, in *workv1.ManifestWork, opts metav1.UpdateOptions) (*workv1.ManifestWork, error) {
+	if err := a.checkUpdate(namespace, in); err != nil {
+		return nil, err
+	}
 	return a.write(namespace, in, isDryRun(opts.DryRun), opts.FieldManager, true)
 }
 
@@ -165,26 +193,38 @@ func (a *agent) onSpec(_ context.Context, t types.EventType, in *workv1.Manifest
 	return a.upsert(in)
 }
 
+// upsert stores a spec from a source: a new work, or a new version of one
+// the agent holds, whose spec and generation it takes, and whose labels
+// and annotations it merges (see agent).
+//
+// The generic client hands a resource's events over one at a time, so the
+// source keys read before the store write are still the current ones when
+// they are replaced after it.
 func (a *agent) upsert(in *workv1.ManifestWork) error {
+	keys := sourceKeys{labels: keysOf(in.Labels), annotations: keysOf(in.Annotations)}
 	if cur, ok := a.st.PeekUID(in.UID); ok {
-		_, err := a.st.Update(cur.Namespace, cur.Name, func(c *workv1.ManifestWork) (*workv1.ManifestWork, error) {
+		a.mu.Lock()
+		prev := a.sourceKey[in.UID]
+		a.mu.Unlock()
+		held := false
+		err := a.st.Modify(cur.Namespace, cur.Name, func(c *workv1.ManifestWork) (*workv1.ManifestWork, error) {
 			if c.UID != in.UID {
 				return nil, store.ErrNoChange
 			}
-			next := c.DeepCopy()
-			next.Spec, next.Labels, next.Generation = in.Spec, in.Labels, in.Generation
-			// The source's annotations win; the agent's own ones stay.
-			if len(in.Annotations) > 0 && next.Annotations == nil {
-				next.Annotations = make(map[string]string, len(in.Annotations))
-			}
-			for k, v := range in.Annotations {
-				next.Annotations[k] = v
-			}
-			if equality.Semantic.DeepEqual(c, next) {
+			held = true
+			// c is the store's copy, the caller's to change; what decides
+			// whether anything changes is compared without reflection.
+			labels, labelsChanged := mergeSourceKeys(c.Labels, in.Labels, prev.labels)
+			annotations, annotationsChanged := mergeSourceKeys(c.Annotations, in.Annotations, prev.annotations)
+			if !labelsChanged && !annotationsChanged && c.Generation == in.Generation && sameSpec(&c.Spec, &in.Spec) {
 				return nil, store.ErrNoChange
 			}
-			return next, nil
+			c.Spec, c.Generation, c.Labels, c.Annotations = in.Spec, in.Generation, labels, annotations
+			return c, nil
 		})
+		if err == nil && held {
+			a.setSourceKeys(in.UID, keys)
+		}
 		return ignoreNotFound(err)
 	}
 	if old, ok := a.st.Peek(in.Namespace, in.Name); ok {
@@ -195,7 +235,7 @@ func (a *agent) upsert(in *workv1.ManifestWork) error {
 		}
 		// The source created the work again (a new UID): the new one
 		// replaces the old, which the source no longer knows.
-		if _, err := a.st.Delete(old.Namespace, old.Name, func(c *workv1.ManifestWork) error {
+		if _, err := a.st.Remove(old.Namespace, old.Name, func(c *workv1.ManifestWork) error {
 			if c.UID != old.UID {
 				return errNotRemovable
 			}
@@ -203,13 +243,99 @@ func (a *agent) upsert(in *workv1.ManifestWork) error {
 		}); err != nil && !apierrors.IsNotFound(err) {
 			return err
 		}
+		a.setSourceKeys(old.UID, sourceKeys{})
 	}
 	in.ResourceVersion = ""
 	if in.CreationTimestamp.IsZero() {
 		in.CreationTimestamp = metav1.Now()
 	}
-	_, err := a.st.Create(in)
-	return err
+	if err := a.st.Put(in); err != nil {
+		return err
+	}
+	a.setSourceKeys(in.UID, keys)
+	return nil
+}
+
+// setSourceKeys records the keys the source of uid set; none forgets
+// the work.
+func (a *agent) setSourceKeys(uid kubetypes.UID, keys sourceKeys) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if keys.labels == nil && keys.annotations == nil {
+		delete(a.sourceKey, uid)
+		return
+	}
+	a.sourceKey[uid] = keys
+}
+
+func keysOf(m map[string]string) []string {
+	if len(m) == 0 {
+		return nil
+	}
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	return keys
+}
+
+// mergeSourceKeys returns cur with the source's entries set and the keys
+// the source set before (prev) but sends no more removed; other keys stay.
+// changed reports whether that differs from cur, which is not modified.
+func mergeSourceKeys(cur, source map[string]string, prev []string) (merged map[string]string, changed bool) {
+	for k, v := range source {
+		if have, ok := cur[k]; !ok || have != v {
+			changed = true
+			break
+		}
+	}
+	dropped := 0
+	for _, k := range prev {
+		if _, still := source[k]; !still {
+			if _, ok := cur[k]; ok {
+				dropped++
+			}
+		}
+	}
+	if !changed && dropped == 0 {
+		return cur, false
+	}
+	merged = make(map[string]string, len(cur)+len(source)-dropped)
+	for k, v := range cur {
+		merged[k] = v
+	}
+	for _, k := range prev {
+		if _, still := source[k]; !still {
+			delete(merged, k)
+		}
+	}
+	for k, v := range source {
+		merged[k] = v
+	}
+	if len(merged) == 0 {
+		merged = nil
+	}
+	return merged, true
+}
+
+// sameSpec reports whether two specs are equal, comparing the manifests,
+// most of a work, by their bytes, and reflecting only over the small rest.
+func sameSpec(a, b *workv1.ManifestWorkSpec) bool {
+	ma, mb := a.Workload.Manifests, b.Workload.Manifests
+	if len(ma) != len(mb) {
+		return false
+	}
+	for i := range ma {
+		if !bytes.Equal(ma[i].Raw, mb[i].Raw) {
+			return false
+		}
+		if (ma[i].Object != nil || mb[i].Object != nil) && !equality.Semantic.DeepEqual(ma[i].Object, mb[i].Object) {
+			return false
+		}
+	}
+	restA, restB := *a, *b
+	restA.Workload.Manifests, restB.Workload.Manifests = nil, nil
+	return equality.Semantic.DeepEqual(restA, restB)
 }
 
 // markDeleted shows a source's deletion to the agent's controllers, and
@@ -221,7 +347,7 @@ func (a *agent) markDeleted(in *workv1.ManifestWork) error {
 		a.pub.enqueue(deletedStatus(in))
 		return nil
 	}
-	_, err := a.st.Update(cur.Namespace, cur.Name, func(c *workv1.ManifestWork) (*workv1.ManifestWork, error) {
+	err := a.st.Modify(cur.Namespace, cur.Name, func(c *workv1.ManifestWork) (*workv1.ManifestWork, error) {
 		if c.UID != in.UID || (c.DeletionTimestamp != nil && c.Generation >= in.Generation) {
 			return nil, store.ErrNoChange
 		}
@@ -249,7 +375,8 @@ func (a *agent) completeDeletion(uid kubetypes.UID) {
 	if !ok || w.DeletionTimestamp == nil || len(w.Finalizers) > 0 {
 		return
 	}
-	gone, err := a.st.Delete(w.Namespace, w.Name, func(cur *workv1.ManifestWork) error {
+	// gone is the removed work itself; deletedStatus copies it.
+	gone, err := a.st.Remove(w.Namespace, w.Name, func(cur *workv1.ManifestWork) error {
 		if cur.UID != uid || cur.DeletionTimestamp == nil || len(cur.Finalizers) > 0 {
 			return errNotRemovable
 		}
@@ -258,6 +385,7 @@ func (a *agent) completeDeletion(uid kubetypes.UID) {
 	if err != nil {
 		return
 	}
+	a.setSourceKeys(uid, sourceKeys{})
 	a.pub.enqueue(deletedStatus(gone))
 }
 

@@ -2,8 +2,10 @@ package work_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -41,6 +43,15 @@ func TestAgentWrites(t *testing.T) {
 	}
 	if err := works.Delete(ctx, "a", metav1.DeleteOptions{}); !apierrors.IsMethodNotSupported(err) {
 		t.Errorf("Delete on an agent: %v, want MethodNotAllowed", err)
+	}
+	// With works in the store, as without: sources delete works.
+	for _, sel := range []string{"", "from=hub", "from=nobody"} {
+		if err := works.DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{LabelSelector: sel}); !apierrors.IsMethodNotSupported(err) {
+			t.Errorf("DeleteCollection(%q) on an agent holding a work: %v, want MethodNotAllowed", sel, err)
+		}
+	}
+	if _, err := works.Get(ctx, "a", metav1.GetOptions{}); err != nil {
+		t.Errorf("DeleteCollection on an agent touched its work: %v", err)
 	}
 	changed := w.DeepCopy()
 	changed.Spec.Workload.Manifests[0] = configMap("a", "mine")
@@ -89,11 +100,28 @@ func TestAgentWrites(t *testing.T) {
 		got, err := works.Get(ctx, "a", metav1.GetOptions{})
 		return err == nil && got.DeletionTimestamp != nil
 	})
-	before.ResourceVersion = "" // an unconditional status write
 	meta.SetStatusCondition(&before.Status.Conditions, metav1.Condition{Type: workv1.WorkAvailable, Status: metav1.ConditionTrue, Reason: "Late"})
-	late, err := works.UpdateStatus(ctx, before, metav1.UpdateOptions{})
+	if _, err := works.UpdateStatus(ctx, before, metav1.UpdateOptions{}); !apierrors.IsConflict(err) {
+		t.Fatalf("a status write from a read before the deletion: %v, want Conflict", err)
+	}
+	unconditional := before.DeepCopy()
+	unconditional.ResourceVersion = ""
+	for name, write := range map[string]func(context.Context, *workv1.ManifestWork, metav1.UpdateOptions) (*workv1.ManifestWork, error){
+		"UpdateStatus": works.UpdateStatus, "Update": works.Update,
+	} {
+		_, err := write(ctx, unconditional, metav1.UpdateOptions{})
+		if !isResourceVersionRequired(err) {
+			t.Errorf("an unconditional %s: %v, want Invalid metadata.resourceVersion", name, err)
+		}
+	}
+	fresh, err := works.Get(ctx, "a", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	meta.SetStatusCondition(&fresh.Status.Conditions, metav1.Condition{Type: workv1.WorkAvailable, Status: metav1.ConditionTrue, Reason: "Late"})
+	late, err := works.UpdateStatus(ctx, fresh, metav1.UpdateOptions{})
 	if err != nil || late.DeletionTimestamp == nil {
-		t.Fatalf("a late status write erased the deletion: %v %v", late, err)
+		t.Fatalf("a status write erased the deletion: %v %v", late, err)
 	}
 	// The hub holds the work until the agent removes its finalizer.
 	if _, err := hubWorks.Get(ctx, "a", metav1.GetOptions{}); err != nil {
@@ -110,5 +138,87 @@ func TestAgentWrites(t *testing.T) {
 	})
 	if _, err := works.UpdateStatus(ctx, late, metav1.UpdateOptions{}); !apierrors.IsNotFound(err) {
 		t.Errorf("status of a removed work: %v, want NotFound", err)
+	}
+	late.ResourceVersion = ""
+	if _, err := works.UpdateStatus(ctx, late, metav1.UpdateOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("unconditional status of a removed work: %v, want NotFound (first, as a kube-apiserver)", err)
+	}
+}
+
+// isResourceVersionRequired reports whether err is what a kube-apiserver
+// answers an unconditional update of a custom resource.
+func isResourceVersionRequired(err error) bool {
+	status, ok := err.(apierrors.APIStatus)
+	if !ok || !apierrors.IsInvalid(err) || status.Status().Details == nil {
+		return false
+	}
+	d := status.Status().Details
+	return d.Kind == "manifestworks" && d.Group == workv1.GroupName && len(d.Causes) == 1 &&
+		d.Causes[0].Field == "metadata.resourceVersion" && strings.Contains(d.Causes[0].Message, "must be specified for an update")
+}
+
+// Labels and annotations: the source owns the keys it sends, the agent the
+// others. A source's update sets its keys and removes those it dropped;
+// the agent's own keys stay through it.
+func TestAgentMetadataRule(t *testing.T) {
+	t.Parallel()
+	b := memory.NewBroker()
+	hub := startHolder(t, hubBuilder(memoryTransport(b), "hub1"))
+	agent := startHolder(t, agentBuilder(memoryTransport(b), "cluster1"))
+	ctx := context.Background()
+	hubWorks := hub.WorkInterface().WorkV1().ManifestWorks("cluster1")
+	works := agent.WorkInterface().WorkV1().ManifestWorks("cluster1")
+
+	w := newWork("m", "1", map[string]string{"keep": "1", "drop": "1", "change": "1"})
+	w.Annotations = map[string]string{"src/keep": "1", "src/drop": "1"}
+	if _, err := hubWorks.Create(ctx, w, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the work arrives", func() bool {
+		_, err := works.Get(ctx, "m", metav1.GetOptions{})
+		return err == nil
+	})
+	// The agent adds its own keys and changes one of the source's.
+	if _, err := works.Patch(ctx, "m", kubetypes.MergePatchType, []byte(
+		`{"metadata":{"labels":{"agent":"x","change":"local"},"annotations":{"agent/note":"x"}}}`), metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+
+	// The source drops a label and an annotation, changes a label, adds
+	// one; the spec stays.
+	hw, _ := hubWorks.Get(ctx, "m", metav1.GetOptions{})
+	hw.Labels = map[string]string{"keep": "1", "change": "2", "new": "1"}
+	hw.Annotations = map[string]string{"src/keep": "1"}
+	if _, err := hubWorks.Update(ctx, hw, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	var got *workv1.ManifestWork
+	eventually(t, "the new generation arrives", func() bool {
+		var err error
+		got, err = works.Get(ctx, "m", metav1.GetOptions{})
+		return err == nil && got.Generation == 2
+	})
+	wantLabels := map[string]string{"keep": "1", "change": "2", "new": "1", "agent": "x"}
+	if diff := cmp.Diff(wantLabels, got.Labels); diff != "" {
+		t.Errorf("labels (-want +got):\n%s", diff)
+	}
+	wantAnnotations := map[string]string{"src/keep": "1", "agent/note": "x", codec.OriginalSourceAnnotation: "hub1"}
+	if diff := cmp.Diff(wantAnnotations, got.Annotations); diff != "" {
+		t.Errorf("annotations (-want +got):\n%s", diff)
+	}
+
+	// A spec-only update keeps everything the agent set.
+	hw, _ = hubWorks.Get(ctx, "m", metav1.GetOptions{})
+	hw.Spec.Workload.Manifests[0] = configMap("m", "2")
+	if _, err := hubWorks.Update(ctx, hw, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the spec update arrives", func() bool {
+		var err error
+		got, err = works.Get(ctx, "m", metav1.GetOptions{})
+		return err == nil && got.Generation == 3
+	})
+	if got.Labels["agent"] != "x" || got.Annotations["agent/note"] != "x" || got.Labels["change"] != "2" {
+		t.Errorf("after a spec update: labels %v, annotations %v", got.Labels, got.Annotations)
 	}
 }

@@ -49,8 +49,26 @@ type Config interface {
 
 // TransportFunc makes the transport of one holder: for transports defined
 // outside workwire, and for tests over options/memory. The holder owns and
-// closes what it returns.
+// closes what it returns. If the transport implements EventSizeLimiter, a
+// hub holder refuses works too large for it at once (see EventSizeLimiter).
 type TransportFunc func() (options.Transport, error)
+
+// EventSizeLimiter is implemented by transports that know the largest
+// event they send. A hub holder whose transport's limit is known — from
+// this method, or from the MaxEventBytes of an MQTT, Kafka or gRPC config
+// (Kafka's and gRPC's defaults when unset; MQTT has none: its broker
+// announces one when it connects) — answers Create, Update and Patch of a
+// work whose manifests and metadata alone exceed it with 413 Request
+// Entity Too Large, as a kube-apiserver answers an object larger than it
+// stores, instead of storing a work it can never deliver. This needs the
+// publishing codec to be one of package codec's, which carry manifests
+// verbatim. Works too large by a measure only the transport can take are
+// reported to the error handler when they fail to publish (see
+// ClientHolderBuilder.WithErrorHandler).
+type EventSizeLimiter interface {
+	// MaxEventBytes returns the largest event Send sends, 0 if unknown.
+	MaxEventBytes() int
+}
 
 // ClientHolderBuilder builds a ClientHolder. Its methods set one option
 // each and return the builder; NewClientHolder checks them all.
@@ -65,6 +83,8 @@ type ClientHolderBuilder struct {
 	sourceOpts   []generic.SourceOption
 	agentOpts    []generic.AgentOption
 	logger       logr.Logger
+	onError      generic.ErrorHandler
+	maxEvent     int // from the transport config; 0 if it sets none
 }
 
 // NewClientHolderBuilder starts a builder for config.
@@ -77,16 +97,19 @@ func NewClientHolderBuilder[C Config](config C) *ClientHolderBuilder {
 		if c != nil {
 			cfg := *c
 			b.transport = func() (options.Transport, error) { return mqtt.New(cfg, mqtt.WithLogger(b.logger)) }
+			b.maxEvent = cfg.MaxEventBytes
 		}
 	case *kafka.Config:
 		if c != nil {
 			cfg := *c
 			b.transport = func() (options.Transport, error) { return kafka.New(cfg, kafka.WithLogger(b.logger)) }
+			b.maxEvent = orDefault(cfg.MaxEventBytes, kafka.DefaultMaxEventBytes)
 		}
 	case *grpc.Config:
 		if c != nil {
 			cfg := *c
 			b.transport = func() (options.Transport, error) { return grpc.New(cfg, grpc.WithLogger(b.logger)) }
+			b.maxEvent = orDefault(cfg.MaxEventBytes, grpc.DefaultMaxEventBytes)
 		}
 	case TransportFunc:
 		b.transport = c
@@ -143,6 +166,26 @@ func (b *ClientHolderBuilder) WithSourceOptions(opts ...generic.SourceOption) *C
 // WithAgentOptions adds options of the agent's generic.AgentClient.
 func (b *ClientHolderBuilder) WithAgentOptions(opts ...generic.AgentOption) *ClientHolderBuilder {
 	b.agentOpts = append(b.agentOpts, opts...)
+	return b
+}
+
+func orDefault(n, def int) int {
+	if n <= 0 {
+		return def
+	}
+	return n
+}
+
+// WithErrorHandler sets where the holder's background failures go: a work
+// (hub) or a status (agent) its publisher could not send, named by
+// namespace/name — at once for a permanent error such as
+// options.ErrTooLarge or an encoding error, after its retries for others.
+// The holder's generic client gets it too, unless WithSourceOptions or
+// WithAgentOptions set one of its own. Default:
+// utilruntime.HandleErrorWithContext. The handler runs on a publisher
+// goroutine and should not block.
+func (b *ClientHolderBuilder) WithErrorHandler(h generic.ErrorHandler) *ClientHolderBuilder {
+	b.onError = h
 	return b
 }
 
@@ -226,12 +269,27 @@ func (b *ClientHolderBuilder) buildEvents(h *ClientHolder) error {
 		return err
 	}
 	st := store.New(manifestWorksResource, (*workv1.ManifestWork).DeepCopy, shareManifests, store.DefaultHistory)
-	onError := utilruntime.HandleErrorWithContext
+	onError := generic.ErrorHandler(utilruntime.HandleErrorWithContext)
+	var clientOpts []generic.Option
+	if b.onError != nil {
+		onError = b.onError
+		clientOpts = append(clientOpts, generic.WithErrorHandler(b.onError))
+	}
 
 	if b.sourceID != "" {
 		hb := &hub{sourceID: b.sourceID, st: st, patcher: p, dataType: codecs[0].DataType(), log: b.logger.WithValues("source", b.sourceID),
 			reports: make(map[kubetypes.UID]bool)}
-		opts := append([]generic.SourceOption{generic.WithOrphanGracePeriod(DefaultOrphanGracePeriod), generic.WithLogger(b.logger)}, b.sourceOpts...)
+		if carriesManifestsVerbatim(codecs[0]) {
+			hb.maxEvent = b.maxEvent
+			if l, ok := tr.(EventSizeLimiter); ok {
+				hb.maxEvent = l.MaxEventBytes()
+			}
+		}
+		opts := []generic.SourceOption{generic.WithOrphanGracePeriod(DefaultOrphanGracePeriod), generic.WithLogger(b.logger)}
+		for _, o := range clientOpts {
+			opts = append(opts, o)
+		}
+		opts = append(opts, b.sourceOpts...)
 		client, err := generic.NewSourceClient(b.sourceID, tr, hb, codec.StatusHash, codecs, opts...)
 		if err != nil {
 			_ = tr.Close(context.Background())
@@ -246,8 +304,12 @@ func (b *ClientHolderBuilder) buildEvents(h *ClientHolder) error {
 		return nil
 	}
 	ab := &agent{cluster: b.clusterName, st: st, patcher: p, dataType: codecs[0].DataType(), log: b.logger.WithValues("cluster", b.clusterName),
-		dataTypes: make(map[kubetypes.UID]types.DataType)}
-	opts := append([]generic.AgentOption{generic.WithLogger(b.logger)}, b.agentOpts...)
+		dataTypes: make(map[kubetypes.UID]types.DataType), sourceKey: make(map[kubetypes.UID]sourceKeys)}
+	opts := []generic.AgentOption{generic.WithLogger(b.logger)}
+	for _, o := range clientOpts {
+		opts = append(opts, o)
+	}
+	opts = append(opts, b.agentOpts...)
 	client, err := generic.NewAgentClient(b.clusterName, tr, ab, codec.StatusHash, codecs, opts...)
 	if err != nil {
 		_ = tr.Close(context.Background())
@@ -260,6 +322,17 @@ func (b *ClientHolderBuilder) buildEvents(h *ClientHolder) error {
 	h.clientset = &clientset{b: ab, unsupported: unsupported}
 	h.startEvents, h.closeEvents = lifecycle(ab.pub, client.Start, client.Close, st)
 	return nil
+}
+
+// carriesManifestsVerbatim reports whether c is one of package codec's,
+// whose spec events carry the manifests' bytes as they are (what
+// hub.checkSize measures).
+func carriesManifestsVerbatim(c generic.Codec[*workv1.ManifestWork]) bool {
+	switch c.(type) {
+	case *codec.ManifestBundleCodec, *codec.ManifestCodec:
+		return true
+	}
+	return false
 }
 
 // shareManifests copies w deeply except for its manifests' raw bytes, which

@@ -2,7 +2,6 @@ package work
 
 import (
 	"context"
-	"errors"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -29,6 +28,7 @@ type backend interface {
 	update(ctx context.Context, namespace string, w *workv1.ManifestWork, opts metav1.UpdateOptions) (*workv1.ManifestWork, error)
 	updateStatus(ctx context.Context, namespace string, w *workv1.ManifestWork, opts metav1.UpdateOptions) (*workv1.ManifestWork, error)
 	delete(ctx context.Context, namespace, name string, opts metav1.DeleteOptions) error
+	deleteCollection(ctx context.Context, namespace string, opts metav1.DeleteOptions, listOpts metav1.ListOptions) error
 	patch(ctx context.Context, namespace, name string, pt kubetypes.PatchType, data []byte, opts metav1.PatchOptions, subresource string) (*workv1.ManifestWork, error)
 }
 
@@ -94,23 +94,11 @@ func (m *manifestWorks) Delete(ctx context.Context, name string, opts metav1.Del
 	return m.b.delete(ctx, m.namespace, name, opts)
 }
 
-// DeleteCollection deletes every matching work, as the kube-apiserver does:
-// each one as if deleted on its own.
+// DeleteCollection deletes every matching work on a hub, as the
+// kube-apiserver does: each through Delete, as if deleted on its own. On an
+// agent it is MethodNotAllowed, as Delete is.
 func (m *manifestWorks) DeleteCollection(ctx context.Context, opts metav1.DeleteOptions, listOpts metav1.ListOptions) error {
-	list, err := listWorks(m.b.works(), m.namespace, listOpts)
-	if err != nil {
-		return err
-	}
-	var errs []error
-	for _, w := range list.Items {
-		if err := m.b.delete(ctx, w.Namespace, w.Name, opts); err != nil && !apierrors.IsNotFound(err) {
-			errs = append(errs, err)
-		}
-	}
-	if len(errs) > 0 {
-		return apierrors.NewInternalError(errors.Join(errs...))
-	}
-	return nil
+	return m.b.deleteCollection(ctx, m.namespace, opts, listOpts)
 }
 
 func (m *manifestWorks) Get(_ context.Context, name string, _ metav1.GetOptions) (*workv1.ManifestWork, error) {

@@ -19,13 +19,27 @@
 // merge patch, JSON patch, server-side apply with managed fields; strategic
 // merge patch answers 415 as a kube-apiserver does for a custom resource)
 // publish an update_request when the spec, labels or annotations change,
-// each such change a new generation; a stale resourceVersion is a Conflict.
+// each such change a new generation; a stale resourceVersion is a Conflict,
+// and an Update without one is Invalid ("metadata.resourceVersion: must be
+// specified for an update"), as a kube-apiserver answers for a custom
+// resource (patches apply to the current object and need none).
 // Delete sets the deletionTimestamp, bumps the generation and publishes a
 // delete_request; the work leaves the store when its agent reports the
 // Deleted condition (at once if no agent ever reported on it), and its
-// finalizers are gone. Statuses from agents land in the store; UpdateStatus
-// is MethodNotAllowed. Writes never wait for the broker: a publisher sends
-// them in the background, newest first, and resync heals what it could not.
+// finalizers are gone. DeleteCollection deletes each matching work that
+// way. Statuses from agents land in the store; UpdateStatus is
+// MethodNotAllowed. Writes never wait for the broker: a publisher sends
+// them in the background, newest first, retries what may pass later, and
+// resync heals what it could not.
+//
+// A work that can never be sent is refused or reported, never retried: if
+// the transport's event size limit is known (EventSizeLimiter), Create,
+// Update and Patch answer a work whose manifests and metadata alone exceed
+// it with 413 Request Entity Too Large; a work that fails to publish with a
+// permanent error (options.ErrTooLarge from the transport or broker, an
+// encoding error) goes to the error handler (WithErrorHandler), named, at
+// once, and stays undelivered — its Applied condition never reaches its
+// generation — until it changes. Neither holds up the works behind it.
 //
 // The store is in memory: after a restart, a hub's controllers create their
 // works again (new UIDs); agents replace their copies by name. Orphans — works
@@ -34,13 +48,23 @@
 //
 // # Agent (WithClusterName)
 //
-// Works arrive from sources. Create and Delete are MethodNotAllowed.
-// UpdateStatus and status patches publish the status to the work's source;
-// finalizer, label and annotation changes stay on the cluster; changing the
-// spec is Forbidden. A source's deletion shows as a deletionTimestamp; the
-// work leaves the store once its finalizers are removed, and the holder
-// reports a last status with the Deleted condition. A status written from
-// an old read never undoes a deletion.
+// Works arrive from sources. Create, Delete and DeleteCollection are
+// MethodNotAllowed. UpdateStatus and status patches publish the status to
+// the work's source; finalizer, label and annotation changes stay on the
+// cluster; changing the spec is Forbidden. Update and UpdateStatus need the
+// resourceVersion, as on the hub. A source's deletion shows as a
+// deletionTimestamp; the work leaves the store once its finalizers are
+// removed, and the holder reports a last status with the Deleted condition.
+// A status written from an old read is a Conflict; one written from a read
+// after the deletion arrived keeps it.
+//
+// Labels and annotations follow one rule: the source owns the keys it
+// sends in a spec event's metadata, the agent owns the others. Each spec
+// event sets the source's keys to the source's values and removes the keys
+// the source sent before and no longer sends; keys the agent added itself
+// stay, through every update from the source. An agent may change a
+// source's key locally, until the source's next spec event sets it back.
+// Nothing the agent sets reaches the source: status events carry status.
 //
 // # Both
 //
@@ -48,7 +72,12 @@
 // metadata.namespace; Limit/Continue over a consistent snapshot) and Watch
 // (resuming from a resourceVersion, with client-go's watch-list protocol)
 // serve from the store, so a SharedInformer syncs once and never relists in
-// a loop. AppliedManifestWorks, ManifestWorkReplicaSets and RESTClient
+// a loop. A watch that allows bookmarks (informers' do) gets one with the
+// store's resourceVersion every minute and when it ends by its timeout, as
+// from a kube-apiserver, so an informer limited to a namespace or a label
+// selector resumes its watch from there however much changed elsewhere,
+// rather than relisting because the store's history (4,096 events) no
+// longer reaches back to the last change it saw. AppliedManifestWorks, ManifestWorkReplicaSets and RESTClient
 // answer every call with a MethodNotAllowed API error; Discovery lists what
 // is served. Every method is goroutine-safe; none returns nil or panics.
 package work

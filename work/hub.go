@@ -3,6 +3,7 @@ package work
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 
 	"github.com/go-logr/logr"
@@ -34,6 +35,10 @@ type hub struct {
 	patcher  *patcher
 	dataType types.DataType
 	log      logr.Logger
+	// maxEvent is the largest event the transport sends, 0 if unknown or
+	// if the publishing codec does not carry manifests verbatim (see
+	// checkSize).
+	maxEvent int
 
 	mu      sync.Mutex
 	reports map[kubetypes.UID]bool // present once an agent reported on the work; true once it reported it Deleted
@@ -56,6 +61,9 @@ func (h *hub) create(_ context.Context, namespace string, in *workv1.ManifestWor
 	w.DeletionTimestamp, w.DeletionGracePeriodSeconds = nil, nil
 	w.Status = workv1.ManifestWorkStatus{} // status comes from agents
 	if err := validate(w); err != nil {
+		return nil, err
+	}
+	if err := h.checkSize(w.Namespace, w); err != nil {
 		return nil, err
 	}
 	if isDryRun(opts.DryRun) {
@@ -115,15 +123,52 @@ func (h *hub) nextVersion(cur, in *workv1.ManifestWork, manager string) (next *w
 }
 
 func (h *hub) update(_ context.Context, namespace string, in *workv1.ManifestWork, opts metav1.UpdateOptions) (*workv1.ManifestWork, error) {
-	if err := bindNamespace(namespace, in.DeepCopy()); err != nil {
+	if err := checkNamespace(namespace, in.Namespace); err != nil {
+		return nil, err
+	}
+	if err := requireResourceVersion(h.st, namespace, in); err != nil {
 		return nil, err
 	}
 	return h.write(namespace, in, isDryRun(opts.DryRun), opts.FieldManager)
 }
 
+// checkSize refuses a work whose spec event would surely be larger than
+// the transport sends, with 413 as a kube-apiserver refuses an object
+// larger than it stores, rather than storing a work that can never reach
+// its agent. The measure is a lower bound of the event's size: workwire's
+// codecs carry the manifests' bytes verbatim in the data, and the name,
+// namespace, labels and annotations (JSON-escaped, so no shorter) in the
+// metadata extension. A work under the limit by it may still make a larger
+// event (the envelope, a broker's own lower limit); the publisher reports
+// those to the error handler.
+func (h *hub) checkSize(namespace string, w *workv1.ManifestWork) error {
+	if h.maxEvent <= 0 {
+		return nil
+	}
+	n := len(w.Name) + len(namespace)
+	for i := range w.Spec.Workload.Manifests {
+		n += len(w.Spec.Workload.Manifests[i].Raw)
+	}
+	for k, v := range w.Labels {
+		n += len(k) + len(v)
+	}
+	for k, v := range w.Annotations {
+		n += len(k) + len(v)
+	}
+	if n <= h.maxEvent {
+		return nil
+	}
+	return apierrors.NewRequestEntityTooLargeError(fmt.Sprintf(
+		"manifestwork %s/%s: its manifests and metadata alone are %d bytes, more than the largest event the transport sends (%d bytes)",
+		namespace, w.Name, n, h.maxEvent))
+}
+
 // write stores the update of the work named by in, publishes it if agents
 // must see it, and completes a deletion it unblocks.
 func (h *hub) write(namespace string, in *workv1.ManifestWork, dryRun bool, manager string) (*workv1.ManifestWork, error) {
+	if err := h.checkSize(namespace, in); err != nil {
+		return nil, err
+	}
 	if dryRun {
 		cur, err := h.st.Get(namespace, in.Name)
 		if err != nil {
@@ -179,8 +224,12 @@ func (h *hub) delete(_ context.Context, namespace, name string, opts metav1.Dele
 		}
 		return deletePreconditions(cur, opts.Preconditions)
 	}
-	var published *workv1.ManifestWork
-	out, err := h.st.Update(namespace, name, func(cur *workv1.ManifestWork) (*workv1.ManifestWork, error) {
+	var (
+		published *workv1.ManifestWork
+		uid       kubetypes.UID
+	)
+	err := h.st.Modify(namespace, name, func(cur *workv1.ManifestWork) (*workv1.ManifestWork, error) {
+		uid = cur.UID
 		if err := deletePreconditions(cur, opts.Preconditions); err != nil {
 			return nil, err
 		}
@@ -200,8 +249,26 @@ func (h *hub) delete(_ context.Context, namespace, name string, opts metav1.Dele
 	if published != nil {
 		h.pub.enqueue(published)
 	}
-	h.completeDeletion(out.UID)
+	h.completeDeletion(uid)
 	return nil
+}
+
+// deleteCollection deletes the matching works one by one through delete,
+// as a kube-apiserver does: a work gone meanwhile is no error, and the
+// first other error is returned as it is, after the others are tried.
+func (h *hub) deleteCollection(ctx context.Context, namespace string, opts metav1.DeleteOptions, listOpts metav1.ListOptions) error {
+	list, err := listWorks(h.st, namespace, listOpts)
+	if err != nil {
+		return err
+	}
+	var first error
+	for i := range list.Items {
+		w := &list.Items[i]
+		if err := h.delete(ctx, w.Namespace, w.Name, opts); err != nil && !apierrors.IsNotFound(err) && first == nil {
+			first = err
+		}
+	}
+	return first
 }
 
 // completeDeletion removes a work being deleted once nothing holds it: no
@@ -217,7 +284,7 @@ func (h *hub) completeDeletion(uid kubetypes.UID) {
 	if reported && !confirmed {
 		return
 	}
-	_, err := h.st.Delete(w.Namespace, w.Name, func(cur *workv1.ManifestWork) error {
+	_, err := h.st.Remove(w.Namespace, w.Name, func(cur *workv1.ManifestWork) error {
 		if cur.UID != uid || cur.DeletionTimestamp == nil || len(cur.Finalizers) > 0 {
 			return errNotRemovable
 		}
@@ -245,8 +312,13 @@ func (h *hub) onStatus(_ context.Context, _ types.EventType, status *workv1.Mani
 		h.completeDeletion(status.UID)
 		return nil
 	}
-	_, err := h.st.Update(cur.Namespace, cur.Name, func(c *workv1.ManifestWork) (*workv1.ManifestWork, error) {
-		if c.UID != status.UID || equality.Semantic.DeepEqual(c.Status, status.Status) {
+	// cur is the stored work, immutable: the comparison needs no lock, and
+	// under the lock is repeated only if the work changed meanwhile.
+	if equality.Semantic.DeepEqual(cur.Status, status.Status) {
+		return nil
+	}
+	err := h.st.Modify(cur.Namespace, cur.Name, func(c *workv1.ManifestWork) (*workv1.ManifestWork, error) {
+		if c.UID != status.UID || (c.ResourceVersion != cur.ResourceVersion && equality.Semantic.DeepEqual(c.Status, status.Status)) {
 			return nil, store.ErrNoChange
 		}
 		c.Status = status.Status

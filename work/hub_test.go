@@ -98,6 +98,23 @@ func TestHubWrites(t *testing.T) {
 		if _, err := works.Update(ctx, noName, metav1.UpdateOptions{}); !apierrors.IsNotFound(err) {
 			t.Errorf("update of a missing work: %v", err)
 		}
+		noName.ResourceVersion = ""
+		if _, err := works.Update(ctx, noName, metav1.UpdateOptions{}); !apierrors.IsNotFound(err) {
+			t.Errorf("unconditional update of a missing work: %v, want NotFound first", err)
+		}
+		// An update must name the version it changes, as for a custom
+		// resource on a kube-apiserver; dry run or not.
+		unconditional := annotated.DeepCopy()
+		unconditional.ResourceVersion = ""
+		unconditional.Labels = map[string]string{"app": "blind"}
+		for _, dry := range [][]string{nil, {metav1.DryRunAll}} {
+			if _, err := works.Update(ctx, unconditional, metav1.UpdateOptions{DryRun: dry}); !isResourceVersionRequired(err) {
+				t.Errorf("unconditional update (dry run %v): %v, want Invalid metadata.resourceVersion", dry, err)
+			}
+		}
+		if cur, _ := works.Get(ctx, "a", metav1.GetOptions{}); cur.Labels["app"] == "blind" {
+			t.Error("an unconditional update was stored")
+		}
 	})
 
 	t.Run("patch", func(t *testing.T) {
@@ -221,6 +238,67 @@ func TestHubWrites(t *testing.T) {
 			t.Errorf("DeleteCollection left %d works", len(left.Items))
 		}
 	})
+}
+
+// DeleteCollection deletes the matching works as Delete does each: a
+// delivered one is marked and waits for its agent, an undelivered one goes;
+// the others stay. Errors are the API errors Delete returns.
+func TestHubDeleteCollection(t *testing.T) {
+	t.Parallel()
+	b := memory.NewBroker()
+	hub := startHolder(t, hubBuilder(memoryTransport(b), "hub1"))
+	agent := startHolder(t, agentBuilder(memoryTransport(b), "cluster1"))
+	ctx, cancel := context.WithCancel(context.Background())
+	wg := runAgentController(ctx, t, agent, "cluster1")
+	defer func() { cancel(); wg.Wait() }()
+	works := hub.WorkInterface().WorkV1().ManifestWorks("cluster1")
+	for _, w := range []*workv1.ManifestWork{
+		newWork("gone-1", "1", map[string]string{"set": "gone"}),
+		newWork("gone-2", "1", map[string]string{"set": "gone"}),
+		newWork("stays", "1", map[string]string{"set": "stays"}),
+	} {
+		if _, err := works.Create(ctx, w, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, name := range []string{"gone-1", "gone-2", "stays"} {
+		eventually(t, name+" applied", func() bool { return appliedAt(works2lister(works), name) })
+	}
+	// Not delivered: goes at once.
+	if _, err := hub.WorkInterface().WorkV1().ManifestWorks("cluster2").Create(ctx, newWork("undelivered", "1", map[string]string{"set": "gone"}), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+
+	err := works.DeleteCollection(ctx, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: ptr.To(kubetypes.UID("wrong"))}},
+		metav1.ListOptions{LabelSelector: "set=gone"})
+	if !apierrors.IsConflict(err) {
+		t.Errorf("DeleteCollection with a failing precondition: %v, want Delete's Conflict", err)
+	}
+	if err := works.DeleteCollection(ctx, metav1.DeleteOptions{DryRun: []string{metav1.DryRunAll}}, metav1.ListOptions{LabelSelector: "set=gone"}); err != nil {
+		t.Fatal(err)
+	}
+	if w, err := works.Get(ctx, "gone-1", metav1.GetOptions{}); err != nil || w.DeletionTimestamp != nil {
+		t.Fatalf("a dry-run DeleteCollection marked a work: %v", err)
+	}
+
+	if err := hub.WorkInterface().WorkV1().ManifestWorks("").DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{LabelSelector: "set=gone"}); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"gone-1", "gone-2"} {
+		if w, err := works.Get(ctx, name, metav1.GetOptions{}); err == nil && (w.DeletionTimestamp == nil || w.Generation != 2) {
+			t.Errorf("%s after DeleteCollection: deletionTimestamp %v, generation %d; want marked, generation 2", name, w.DeletionTimestamp, w.Generation)
+		}
+	}
+	if _, err := hub.WorkInterface().WorkV1().ManifestWorks("cluster2").Get(ctx, "undelivered", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("an undelivered work stayed after DeleteCollection: %v", err)
+	}
+	eventually(t, "the agent cleaned up and the hub forgot the works", func() bool {
+		list, err := works.List(ctx, metav1.ListOptions{})
+		return err == nil && len(list.Items) == 1 && list.Items[0].Name == "stays" && list.Items[0].DeletionTimestamp == nil
+	})
+	if _, err := agent.WorkInterface().WorkV1().ManifestWorks("cluster1").Get(ctx, "stays", metav1.GetOptions{}); err != nil {
+		t.Errorf("the agent lost a work DeleteCollection did not select: %v", err)
+	}
 }
 
 // The deletion handshake: a delivered work stays, marked, until its agent

@@ -2,6 +2,8 @@ package work
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"math/rand/v2"
 	"strconv"
 	"sync"
@@ -11,13 +13,32 @@ import (
 	kubetypes "k8s.io/apimachinery/pkg/types"
 	workv1 "open-cluster-management.io/api/work/v1"
 
+	"github.com/workwire/sdk-go/codec"
 	"github.com/workwire/sdk-go/generic"
+	"github.com/workwire/sdk-go/generic/types"
 	"github.com/workwire/sdk-go/internal/queue"
+	"github.com/workwire/sdk-go/options"
 )
 
 // publishAttempts bounds the retries of one publish. Past it, resync is
 // what delivers the change (the peer's next resync finds it missing).
+// Permanent errors (see permanent) are not retried.
 const publishAttempts = 8
+
+// permanent reports whether err is one that sending the same snapshot
+// again cannot fix: the event is larger than the transport or its broker
+// takes (options.ErrTooLarge), the codec cannot encode the work (a
+// *codec.Error, or a codec sentinel), or the client refuses the event's
+// type or extensions. Resync cannot deliver such a work either: it stays
+// undelivered until it changes. Anything else (not connected, a broker
+// that failed, a timeout) may pass on a later try.
+func permanent(err error) bool {
+	var encodeErr *codec.Error
+	return errors.Is(err, options.ErrTooLarge) || errors.As(err, &encodeErr) ||
+		errors.Is(err, codec.ErrUnsupportedType) || errors.Is(err, codec.ErrNoOriginalSource) ||
+		errors.Is(err, generic.ErrUnknownDataType) || errors.Is(err, generic.ErrWrongEventType) ||
+		errors.Is(err, types.ErrExtension)
+}
 
 // publisher sends works — specs on a hub, statuses on an agent — off the
 // caller's goroutine, so a clientset write never waits for the broker. Per
@@ -100,6 +121,11 @@ func (p *publisher) run() {
 		err := p.send(p.ctx, t.w)
 		switch {
 		case err == nil, p.ctx.Err() != nil:
+		case permanent(err):
+			// Not retried, so it holds up nothing; only a new version of
+			// the work can go out.
+			p.onError(p.ctx, fmt.Errorf("publish work %s/%s: %w", t.w.Namespace, t.w.Name, err), "cannot publish the work; not retried, it stays undelivered until it changes",
+				"work", t.w.Namespace+"/"+t.w.Name, "uid", t.w.UID, "generation", t.w.Generation)
 		case t.attempt+1 < publishAttempts && !p.q.Pending(uid):
 			t.attempt++
 			d := min(100*time.Millisecond<<t.attempt, 30*time.Second)
@@ -107,7 +133,7 @@ func (p *publisher) run() {
 			p.log.V(2).Info("publish failed; retrying", "work", t.w.Namespace+"/"+t.w.Name, "attempt", t.attempt, "after", d, "err", err)
 			p.q.AddAfter(uid, lane(t.w), t, d, nil)
 		default:
-			p.onError(p.ctx, err, "publish failed; resync will deliver it", "work", t.w.Namespace+"/"+t.w.Name)
+			p.onError(p.ctx, fmt.Errorf("publish work %s/%s: %w", t.w.Namespace, t.w.Name, err), "publish failed; resync will deliver it", "work", t.w.Namespace+"/"+t.w.Name, "uid", t.w.UID, "generation", t.w.Generation)
 		}
 		p.q.Done(uid)
 	}

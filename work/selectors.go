@@ -79,6 +79,7 @@ func watchWorks(s *store.Store[*workv1.ManifestWork], namespace string, opts met
 		Namespace:       namespace,
 		Match:           match,
 		ResourceVersion: opts.ResourceVersion,
+		AllowBookmarks:  opts.AllowWatchBookmarks,
 		Bookmark:        func() *workv1.ManifestWork { return &workv1.ManifestWork{} },
 	}
 	if opts.SendInitialEvents != nil {

@@ -10,10 +10,13 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	metav1validation "k8s.io/apimachinery/pkg/apis/meta/v1/validation"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	utilrand "k8s.io/apimachinery/pkg/util/rand"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	workv1 "open-cluster-management.io/api/work/v1"
+
+	"github.com/workwire/sdk-go/internal/store"
 )
 
 var errConflict = errors.New("the object has been modified; please apply your changes to the latest version and try again")
@@ -69,14 +72,41 @@ func truncate(b []byte, n int) []byte {
 // bindNamespace puts w in namespace, as the request path does on a
 // kube-apiserver; a different namespace in the object is an error.
 func bindNamespace(namespace string, w *workv1.ManifestWork) error {
-	if namespace == "" {
-		return apierrors.NewBadRequest("a namespace is required: it is the cluster the work is for")
-	}
-	if w.Namespace != "" && w.Namespace != namespace {
-		return apierrors.NewBadRequest(fmt.Sprintf("the namespace of the object (%s) does not match the namespace on the request (%s)", w.Namespace, namespace))
+	if err := checkNamespace(namespace, w.Namespace); err != nil {
+		return err
 	}
 	w.Namespace = namespace
 	return nil
+}
+
+// checkNamespace is bindNamespace's check: the namespace of the request,
+// and that of the object if it names one.
+func checkNamespace(namespace, objNamespace string) error {
+	if namespace == "" {
+		return apierrors.NewBadRequest("a namespace is required: it is the cluster the work is for")
+	}
+	if objNamespace != "" && objNamespace != namespace {
+		return apierrors.NewBadRequest(fmt.Sprintf("the namespace of the object (%s) does not match the namespace on the request (%s)", objNamespace, namespace))
+	}
+	return nil
+}
+
+// requireResourceVersion refuses an update (Update, UpdateStatus) whose
+// object names no resourceVersion, as a kube-apiserver refuses an
+// unconditional update of a custom resource — with the same error, whose
+// kind is the resource's plural, as there. A missing work is NotFound
+// first, as there. Patches are not updates: they apply to the current
+// object.
+func requireResourceVersion(st *store.Store[*workv1.ManifestWork], namespace string, in *workv1.ManifestWork) error {
+	if in.ResourceVersion != "" {
+		return nil
+	}
+	if _, ok := st.Peek(namespace, in.Name); !ok {
+		return apierrors.NewNotFound(manifestWorksResource, in.Name)
+	}
+	return apierrors.NewInvalid(schema.GroupKind{Group: manifestWorksResource.Group, Kind: manifestWorksResource.Resource}, in.Name, field.ErrorList{
+		field.Invalid(field.NewPath("metadata", "resourceVersion"), uint64(0), "must be specified for an update"),
+	})
 }
 
 // nameOf fills in a generated name, as the kube-apiserver does.

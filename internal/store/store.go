@@ -2,12 +2,24 @@
 // Kubernetes client expects of a kube-apiserver: a store-wide, strictly
 // increasing resourceVersion; Conflict on a stale update; List with
 // selectors and Limit/Continue paging over a consistent snapshot; and Watch
-// that resumes from a resourceVersion through a bounded history, so a
-// SharedInformer syncs once and never relists in a loop.
+// that resumes from a resourceVersion through a bounded history, with
+// bookmarks so a watch limited to a few objects resumes from a recent one,
+// so a SharedInformer syncs once and never relists in a loop.
 //
-// Stored objects are immutable: writers hand in new objects, readers get
-// copies (Get, List, watch events), so nothing a caller does to a returned
-// object reaches the store.
+// Stored objects are immutable: writers hand in new objects (Create's and
+// Put's argument, what an Update or Modify function returns), and no code
+// changes an object once it is stored — not the store, which replaces map
+// entries and never writes into a stored object, and not its callers, who
+// get copies (Get, List, Create, Update, Delete, watch events) or, from
+// Peek, PeekUID, Range and Remove, the stored object itself under the rule
+// that they must not change it. Update functions get a copy. (package
+// work's hub and agent keep to it: they change only what Update functions
+// get, and hand the stored snapshots they keep to their publisher, which
+// only encodes them.) That invariant is what
+// lets the store copy outside its lock: the copies callers and watchers get
+// are made after the write lock is released (for watchers, by each watch's
+// own goroutine, once per event for all of them), and the copy an Update
+// function changes is made before the lock is taken (see lockWithCopy).
 package store
 
 import (
@@ -46,6 +58,14 @@ const (
 	// maxPending bounds the events a watcher may have undelivered; beyond
 	// it the watch is closed and its client resumes from history.
 	maxPending = 100000
+	// DefaultBookmarkInterval is how often a watch that allows bookmarks
+	// gets one carrying the store's resourceVersion, about what a
+	// kube-apiserver does.
+	DefaultBookmarkInterval = time.Minute
+	// optimisticCopies is how many times a write copies the object it
+	// changes before taking the write lock, and finds it changed meanwhile,
+	// before it copies under the lock.
+	optimisticCopies = 3
 )
 
 // ErrNoChange returned by an Update function leaves the object as it is.
@@ -68,9 +88,12 @@ type Store[T Object] struct {
 	hnext     int        // where the next event goes
 	hcount    int        // events in the ring
 	watchers  map[*watcher[T]]struct{}
+	draining  map[*watcher[T]]struct{} // ended watches still delivering what they queued
 	snapshots map[string]*snapshot[T]
 	nextSnap  uint64
 	closed    bool // no new watches
+	// bookmarkInterval is how often watches that allow bookmarks get one.
+	bookmarkInterval time.Duration
 }
 
 // Event is one change to the store.
@@ -101,8 +124,23 @@ func New[T Object](gr schema.GroupResource, copy, share func(T) T, history int) 
 		byUID:     make(map[kubetypes.UID]ref),
 		history:   make([]Event[T], history),
 		watchers:  make(map[*watcher[T]]struct{}),
+		draining:  make(map[*watcher[T]]struct{}),
 		snapshots: make(map[string]*snapshot[T]),
+
+		bookmarkInterval: DefaultBookmarkInterval,
 	}
+}
+
+// SetBookmarkInterval sets how often a watch that allows bookmarks gets
+// one; d <= 0 restores DefaultBookmarkInterval. It applies to watches
+// started afterwards. It is goroutine-safe.
+func (s *Store[T]) SetBookmarkInterval(d time.Duration) {
+	if d <= 0 {
+		d = DefaultBookmarkInterval
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.bookmarkInterval = d
 }
 
 // ref names a stored object.
@@ -221,6 +259,21 @@ func (s *Store[T]) Len() int {
 // resourceVersion. It fails with AlreadyExists if the name or the UID is
 // taken. It returns a copy of what it stored.
 func (s *Store[T]) Create(obj T) (T, error) {
+	stored, err := s.create(obj)
+	if err != nil {
+		return stored, err
+	}
+	return s.copy(stored), nil // stored is immutable: no lock needed
+}
+
+// Put is Create for callers that do not need the result: it copies
+// nothing.
+func (s *Store[T]) Put(obj T) error {
+	_, err := s.create(obj)
+	return err
+}
+
+func (s *Store[T]) create(obj T) (T, error) {
 	var zero T
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -239,26 +292,41 @@ func (s *Store[T]) Create(obj T) (T, error) {
 		s.byUID[uid] = ref{obj.GetNamespace(), obj.GetName()}
 	}
 	s.record(Event[T]{Type: watch.Added, Object: obj, RV: s.rv})
-	return s.copy(obj), nil
+	return obj, nil
 }
 
 // Update replaces the object with what fn returns. fn gets a copy (New's
-// share) of the current object and runs under the store's lock, so no write can come
-// between its read and its write: it must be quick and must not call into
-// the store. fn returning ErrNoChange leaves the object as it is (and Update
-// returns a copy of it); another error is returned as it is. A missing
-// object is NotFound. The name, namespace and UID cannot change.
+// share) of the current object and runs under the store's lock, so no
+// write can come between its read and its write: it must be quick and must
+// not call into the store. fn returning ErrNoChange leaves the object as it
+// is (and Update returns a copy of it); another error is returned as it is.
+// A missing object is NotFound. The name, namespace and UID cannot change.
+// The store owns what fn returns.
 func (s *Store[T]) Update(namespace, name string, fn func(cur T) (T, error)) (T, error) {
+	stored, err := s.update(namespace, name, fn)
+	if err != nil {
+		return stored, err
+	}
+	return s.copy(stored), nil // stored is immutable: no lock needed
+}
+
+// Modify is Update for callers that do not need the result: it copies
+// nothing but what fn gets.
+func (s *Store[T]) Modify(namespace, name string, fn func(cur T) (T, error)) error {
+	_, err := s.update(namespace, name, fn)
+	return err
+}
+
+func (s *Store[T]) update(namespace, name string, fn func(cur T) (T, error)) (T, error) {
 	var zero T
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	cur, ok := s.get(namespace, name)
+	cur, mine, ok := s.lockWithCopy(namespace, name)
 	if !ok {
 		return zero, apierrors.NewNotFound(s.gr, name)
 	}
-	next, err := fn(s.share(cur))
+	defer s.mu.Unlock()
+	next, err := fn(mine)
 	if errors.Is(err, ErrNoChange) {
-		return s.copy(cur), nil
+		return cur, nil
 	}
 	if err != nil {
 		return zero, err
@@ -270,19 +338,32 @@ func (s *Store[T]) Update(namespace, name string, fn func(cur T) (T, error)) (T,
 	next.SetResourceVersion(strconv.FormatUint(s.rv, 10))
 	s.put(next)
 	s.record(Event[T]{Type: watch.Modified, Object: next, Prev: cur, RV: s.rv})
-	return s.copy(next), nil
+	return next, nil
 }
 
 // Delete removes the object. check, if not nil, sees the current object
 // first and may refuse with an error. It returns a copy of what it removed.
 func (s *Store[T]) Delete(namespace, name string, check func(cur T) error) (T, error) {
+	gone, err := s.delete(namespace, name, check)
+	if err != nil {
+		return gone, err
+	}
+	return s.copy(gone), nil // gone is immutable (the history holds it)
+}
+
+// Remove is Delete without the copy: it returns the removed object itself,
+// as the history and the watches hold it. The caller must not modify it.
+func (s *Store[T]) Remove(namespace, name string, check func(cur T) error) (T, error) {
+	return s.delete(namespace, name, check)
+}
+
+func (s *Store[T]) delete(namespace, name string, check func(cur T) error) (T, error) {
 	var zero T
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	cur, ok := s.get(namespace, name)
+	cur, gone, ok := s.lockWithCopy(namespace, name)
 	if !ok {
 		return zero, apierrors.NewNotFound(s.gr, name)
 	}
+	defer s.mu.Unlock()
 	if check != nil {
 		if err := check(cur); err != nil {
 			return zero, err
@@ -291,12 +372,44 @@ func (s *Store[T]) Delete(namespace, name string, check func(cur T) error) (T, e
 	s.rv++
 	// The deleted object carries the deletion's resourceVersion, as the
 	// kube-apiserver's watch does.
-	gone := s.copy(cur)
 	gone.SetResourceVersion(strconv.FormatUint(s.rv, 10))
 	s.remove(namespace, name)
 	delete(s.byUID, cur.GetUID())
 	s.record(Event[T]{Type: watch.Deleted, Object: gone, RV: s.rv})
-	return s.copy(gone), nil
+	return gone, nil
+}
+
+// lockWithCopy takes s.mu for writing and returns the stored object named
+// namespace/name and a copy of it (New's share) for the caller to change.
+// If there is no such object, ok is false and s.mu is not held.
+//
+// The copy is made before the write lock is taken, so writers do not wait
+// for each other's copies: stored objects are immutable, and every write
+// gives the object a new resourceVersion, so an object whose
+// resourceVersion is unchanged under the lock is the one copied. If other
+// writers change it in between optimisticCopies times, it copies under the
+// lock, so a write always makes progress.
+func (s *Store[T]) lockWithCopy(namespace, name string) (cur, mine T, ok bool) {
+	for range optimisticCopies {
+		s.mu.RLock()
+		cur, ok = s.get(namespace, name)
+		s.mu.RUnlock()
+		if !ok {
+			return cur, mine, false
+		}
+		mine = s.share(cur)
+		s.mu.Lock()
+		if now, found := s.get(namespace, name); found && now.GetResourceVersion() == cur.GetResourceVersion() {
+			return now, mine, true
+		}
+		s.mu.Unlock()
+	}
+	s.mu.Lock()
+	if cur, ok = s.get(namespace, name); !ok {
+		s.mu.Unlock()
+		return cur, mine, false
+	}
+	return cur, s.share(cur), true
 }
 
 // record appends ev to the history and hands it to the watchers. The caller
@@ -308,13 +421,15 @@ func (s *Store[T]) record(ev Event[T]) {
 	if len(s.watchers) == 0 {
 		return
 	}
-	// One copy per event for all watchers: watch consumers (informer
-	// caches) must not modify what they get, and the store's own object
-	// must stay out of their reach.
-	shared := Event[T]{Type: ev.Type, Object: s.share(ev.Object), Prev: ev.Prev, RV: ev.RV}
+	// One copy per event for all watchers that want it, made by the first
+	// watcher goroutine that delivers it, not here under the write lock:
+	// watch consumers (informer caches) must not modify what they get,
+	// and the store's own object must stay out of their reach.
+	var shared *sharedObject[T]
 	for w := range s.watchers {
-		if !w.offer(shared) {
+		if !w.offer(ev, &shared, s.share) {
 			delete(s.watchers, w)
+			s.draining[w] = struct{}{}
 		}
 	}
 }

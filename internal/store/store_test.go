@@ -2,6 +2,8 @@ package store
 
 import (
 	"fmt"
+	"strconv"
+	"sync"
 	"testing"
 	"time"
 
@@ -262,6 +264,195 @@ func BenchmarkCreate(b *testing.B) {
 	}
 }
 
+// The write variants that return nothing behave as Create, Update and
+// Delete do; Remove hands back the removed object itself.
+func TestPutModifyRemove(t *testing.T) {
+	t.Parallel()
+	s := newStore(0)
+	if err := s.Put(work("c1", "a", nil)); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Put(work("c1", "a", nil)); !apierrors.IsAlreadyExists(err) {
+		t.Fatalf("second Put: %v, want AlreadyExists", err)
+	}
+	if err := s.Modify("c1", "a", func(cur *workv1.ManifestWork) (*workv1.ManifestWork, error) {
+		cur.Labels = map[string]string{"x": "1"}
+		return cur, nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Modify("c1", "a", func(*workv1.ManifestWork) (*workv1.ManifestWork, error) { return nil, ErrNoChange }); err != nil {
+		t.Fatalf("no-change Modify: %v", err)
+	}
+	if err := s.Modify("c1", "zzz", nil); !apierrors.IsNotFound(err) {
+		t.Fatalf("Modify of a missing object: %v", err)
+	}
+	if got, _ := s.Get("c1", "a"); got.ResourceVersion != "2" || got.Labels["x"] != "1" {
+		t.Fatalf("after Modify: %+v", got.ObjectMeta)
+	}
+	gone, err := s.Remove("c1", "a", nil)
+	if err != nil || gone.ResourceVersion != "3" || gone.Labels["x"] != "1" {
+		t.Fatalf("Remove: %v %v", gone, err)
+	}
+	if _, err := s.Remove("c1", "a", nil); !apierrors.IsNotFound(err) {
+		t.Fatalf("second Remove: %v", err)
+	}
+}
+
+// Writers racing on one object each see the one before: none is lost,
+// whether its copy was made before the lock (and checked under it) or
+// under it after others kept changing the object.
+func TestConcurrentUpdatesOfOneObject(t *testing.T) {
+	t.Parallel()
+	s := newStore(0)
+	if _, err := s.Create(work("c1", "a", nil)); err != nil {
+		t.Fatal(err)
+	}
+	w, err := s.Watch(WatchOptions[*workv1.ManifestWork]{ResourceVersion: "1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+	const writers, each = 8, 200
+	var wg sync.WaitGroup
+	for range writers {
+		wg.Go(func() {
+			for range each {
+				if err := s.Modify("c1", "a", func(cur *workv1.ManifestWork) (*workv1.ManifestWork, error) {
+					cur.Generation++
+					return cur, nil
+				}); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	got, _ := s.Get("c1", "a")
+	if got.Generation != writers*each || got.ResourceVersion != strconv.Itoa(writers*each+1) {
+		t.Fatalf("generation %d, resourceVersion %s; want %d, %d", got.Generation, got.ResourceVersion, writers*each, writers*each+1)
+	}
+	// The watch saw every version, in order.
+	for i := 1; i <= writers*each; i++ {
+		ev := next(t, w)
+		if g := ev.Object.(*workv1.ManifestWork).Generation; g != int64(i) {
+			t.Fatalf("event %d has generation %d", i, g)
+		}
+	}
+}
+
+// bookmarkWatch watches namespace c1 with bookmarks.
+func bookmarkWatch(t *testing.T, s *Store[*workv1.ManifestWork], allow bool, timeout time.Duration) watch.Interface {
+	t.Helper()
+	w, err := s.Watch(WatchOptions[*workv1.ManifestWork]{
+		Namespace: "c1", ResourceVersion: strconv.FormatUint(s.ResourceVersion(), 10),
+		AllowBookmarks: allow, Timeout: timeout,
+		Bookmark: func() *workv1.ManifestWork { return &workv1.ManifestWork{} },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return w
+}
+
+// A watch that allows bookmarks gets one with the store's resourceVersion
+// every interval while other namespaces change; one that does not, none.
+func TestPeriodicBookmarks(t *testing.T) {
+	t.Parallel()
+	s := newStore(0)
+	s.SetBookmarkInterval(5 * time.Millisecond)
+	with := bookmarkWatch(t, s, true, 0)
+	defer with.Stop()
+	without := bookmarkWatch(t, s, false, 0)
+	defer without.Stop()
+	for round := range 3 {
+		_, _ = s.Create(work("c2", fmt.Sprint("w", round), nil))
+		want := strconv.FormatUint(s.ResourceVersion(), 10)
+		ev := next(t, with)
+		b, _ := ev.Object.(*workv1.ManifestWork)
+		if ev.Type != watch.Bookmark || b.ResourceVersion != want {
+			t.Fatalf("round %d: %v at %q, want a bookmark at %s", round, ev.Type, b.ResourceVersion, want)
+		}
+		if b.Name != "" || b.Namespace != "" || len(b.Annotations) != 0 || len(b.Labels) != 0 {
+			t.Errorf("a bookmark carries only the resourceVersion: %+v", b.ObjectMeta)
+		}
+	}
+	// Several intervals passed (three bookmarks came), and the watch that
+	// did not ask got none: its next event is the one of its namespace.
+	_, _ = s.Create(work("c1", "mine", nil))
+	if ev := next(t, without); ev.Type != watch.Added || name(ev) != "mine" {
+		t.Fatalf("without bookmarks: %v, want the Added event only", ev.Type)
+	}
+	if ev := next(t, with); ev.Type != watch.Added || name(ev) != "mine" {
+		t.Fatalf("with bookmarks, after a change it sees: %v, want Added", ev.Type)
+	}
+}
+
+// A watch that allows bookmarks and ends by its timeout gets a last
+// bookmark at the store's resourceVersion, after everything queued before
+// it; one that does not just ends.
+func TestTimeoutBookmark(t *testing.T) {
+	t.Parallel()
+	s := newStore(0)
+	with := bookmarkWatch(t, s, true, 200*time.Millisecond)
+	defer with.Stop()
+	without := bookmarkWatch(t, s, false, 200*time.Millisecond)
+	defer without.Stop()
+	_, _ = s.Create(work("c1", "mine", nil))
+	for i := range 10 {
+		_, _ = s.Create(work("c2", fmt.Sprint("w", i), nil))
+	}
+	want := strconv.FormatUint(s.ResourceVersion(), 10)
+	// The watch without bookmarks ends at its timeout (what it had not
+	// delivered by then is dropped, as before) and never sends one.
+	for ev := range without.ResultChan() {
+		if ev.Type == watch.Bookmark {
+			t.Fatal("a bookmark to a watch that did not ask for them")
+		}
+	}
+	// The other watch's events wait for its consumer past its timeout.
+	if ev := next(t, with); ev.Type != watch.Added || name(ev) != "mine" {
+		t.Fatalf("first event %v, want Added", ev.Type)
+	}
+	ev := next(t, with)
+	if ev.Type != watch.Bookmark || ev.Object.(*workv1.ManifestWork).ResourceVersion != want {
+		t.Fatalf("at the timeout: %v, want a bookmark at %s", ev.Type, want)
+	}
+	if _, ok := <-with.ResultChan(); ok {
+		t.Fatal("the watch went on after its timeout bookmark")
+	}
+}
+
+// A watch whose consumer never reads still ends when the store closes,
+// also after its timeout (while it would deliver its last bookmark).
+func TestCloseEndsDrainingWatches(t *testing.T) {
+	t.Parallel()
+	s := newStore(0)
+	w := bookmarkWatch(t, s, true, time.Millisecond)
+	_, _ = s.Create(work("c1", "a", nil))
+	eventually(t, "the watch expired", func() bool {
+		s.mu.RLock()
+		defer s.mu.RUnlock()
+		_, draining := s.draining[w.(*watcher[*workv1.ManifestWork])]
+		return draining
+	})
+	s.Close()
+	for range w.ResultChan() {
+	}
+}
+
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
 func BenchmarkUpdate(b *testing.B) {
 	s := newStore(0)
 	if _, err := s.Create(work("c1", "w", nil)); err != nil {
@@ -271,6 +462,29 @@ func BenchmarkUpdate(b *testing.B) {
 	for i := range b.N {
 		if _, err := s.Update("c1", "w", func(cur *workv1.ManifestWork) (*workv1.ManifestWork, error) {
 			cur.Generation = int64(i)
+			return cur, nil
+		}); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// An Update in a store of 100,000 works, with a watch on one namespace
+// (as an agent's or a namespaced informer's): what a hub's status writes
+// cost at scale.
+func BenchmarkUpdate100k(b *testing.B) {
+	s := benchStore(b)
+	w, err := s.Watch(WatchOptions[*workv1.ManifestWork]{Namespace: "cluster-7", ResourceVersion: strconv.FormatUint(s.ResourceVersion(), 10)})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer w.Stop()
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := range b.N {
+		n := i % 100000
+		if _, err := s.Update(fmt.Sprint("cluster-", n%1000), fmt.Sprint("w", n), func(cur *workv1.ManifestWork) (*workv1.ManifestWork, error) {
+			cur.Generation++
 			return cur, nil
 		}); err != nil {
 			b.Fatal(err)

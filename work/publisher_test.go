@@ -1,0 +1,189 @@
+package work_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	cloudevents "github.com/cloudevents/sdk-go/v2"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	kubetypes "k8s.io/apimachinery/pkg/types"
+	workv1 "open-cluster-management.io/api/work/v1"
+
+	"github.com/workwire/sdk-go/generic"
+	"github.com/workwire/sdk-go/generic/types"
+	"github.com/workwire/sdk-go/options"
+	"github.com/workwire/sdk-go/options/memory"
+	"github.com/workwire/sdk-go/work"
+)
+
+// limitedTransport refuses events whose data and metadata exceed limit
+// with options.ErrTooLarge, as a transport or broker with a packet limit
+// does, and counts the refusals per resource.
+type limitedTransport struct {
+	options.Transport
+	limit int
+
+	mu      sync.Mutex
+	refused map[string]int // resourceid → refusals
+}
+
+func newLimitedTransport(b *memory.Broker, limit int) *limitedTransport {
+	return &limitedTransport{Transport: b.Transport(), limit: limit, refused: map[string]int{}}
+}
+
+func (t *limitedTransport) Send(ctx context.Context, route options.Route, evt *cloudevents.Event) error {
+	meta, _ := evt.Extensions()[types.ExtMetadata].(string)
+	if size := len(evt.Data()) + len(meta); size > t.limit {
+		id, _ := evt.Extensions()[types.ExtResourceID].(string)
+		t.mu.Lock()
+		t.refused[id]++
+		t.mu.Unlock()
+		return fmt.Errorf("limited: event %s: %w: %d bytes, limit %d", evt.ID(), options.ErrTooLarge, size, t.limit)
+	}
+	return t.Transport.Send(ctx, route, evt)
+}
+
+func (t *limitedTransport) refusals(uid kubetypes.UID) int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.refused[string(uid)]
+}
+
+// resyncCounter counts the resync requests a client answered.
+type resyncCounter struct {
+	generic.NopObserver
+	n atomic.Int64
+}
+
+func (r *resyncCounter) ResyncAnswered(generic.Side, types.DataType, int) { r.n.Add(1) }
+
+// sizedTransport is a limitedTransport that tells its limit.
+type sizedTransport struct{ *limitedTransport }
+
+var _ work.EventSizeLimiter = sizedTransport{}
+
+func (t sizedTransport) MaxEventBytes() int { return t.limit }
+
+// bigWork is a work whose one manifest is about size bytes.
+func bigWork(name string, size int) *workv1.ManifestWork {
+	return newWork(name, strings.Repeat("x", size), nil)
+}
+
+// errorLog records what reaches an error handler.
+type errorLog struct {
+	mu   sync.Mutex
+	errs []error
+	kvs  [][]any
+}
+
+func (l *errorLog) handle(_ context.Context, err error, _ string, kv ...any) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.errs = append(l.errs, err)
+	l.kvs = append(l.kvs, kv)
+}
+
+// find returns the first recorded error that match accepts.
+func (l *errorLog) find(match func(err error, kv []any) bool) (error, []any, bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for i, err := range l.errs {
+		if match(err, l.kvs[i]) {
+			return err, l.kvs[i], true
+		}
+	}
+	return nil, nil, false
+}
+
+// A work too large for the transport fails at once, is reported once by
+// name, and holds up none of the works behind it.
+func TestOversizeWorkIsReportedNotRetried(t *testing.T) {
+	t.Parallel()
+	b := memory.NewBroker()
+	tr := newLimitedTransport(b, 64<<10) // tells no limit: found out at Send
+	var log errorLog
+	resyncs := &resyncCounter{}
+	hub := startHolder(t, hubBuilder(work.TransportFunc(func() (options.Transport, error) { return tr, nil }), "hub1").
+		WithErrorHandler(log.handle).WithSourceOptions(generic.WithObserver(resyncs)))
+	agent := startHolder(t, agentBuilder(memoryTransport(b), "cluster1"))
+	ctx := context.Background()
+	works := hub.WorkInterface().WorkV1().ManifestWorks("cluster1")
+	// The agent's start-up resync is answered before the big work exists,
+	// so only the publisher ever sends it (periodic resync is off).
+	eventually(t, "the agent's start-up resync answered", func() bool { return resyncs.n.Load() > 0 })
+
+	big, err := works.Create(ctx, bigWork("big", 100<<10), metav1.CreateOptions{})
+	if err != nil {
+		t.Fatalf("a transport that tells no limit: Create: %v", err)
+	}
+	for i := range 5 {
+		if _, err := works.Create(ctx, newWork(fmt.Sprint("small-", i), "1", nil), metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	eventually(t, "the works behind the big one arrive", func() bool {
+		list, err := agent.WorkInterface().WorkV1().ManifestWorks("cluster1").List(ctx, metav1.ListOptions{})
+		return err == nil && len(list.Items) == 5
+	})
+	var reported error
+	var kv []any
+	eventually(t, "the big work reported", func() bool {
+		var ok bool
+		reported, kv, ok = log.find(func(err error, _ []any) bool { return errors.Is(err, options.ErrTooLarge) })
+		return ok
+	})
+	// Reported after one attempt: not retried.
+	if n := tr.refusals(big.UID); n != 1 {
+		t.Errorf("the big work was sent %d times, want 1: a permanent error is not retried", n)
+	}
+	if !strings.Contains(reported.Error(), "cluster1/big") || !strings.Contains(fmt.Sprint(kv...), "cluster1/big") {
+		t.Errorf("the report does not name the work: %v %v", reported, kv)
+	}
+	if _, _, again := log.find(func(err error, _ []any) bool {
+		return errors.Is(err, options.ErrTooLarge) && err != reported
+	}); again {
+		t.Error("the big work was reported twice")
+	}
+}
+
+// Over a transport that tells its limit, a work larger than it is refused
+// at the call with 413, and is not stored.
+func TestOversizeWorkIsRefusedAtTheCall(t *testing.T) {
+	t.Parallel()
+	b := memory.NewBroker()
+	tr := sizedTransport{newLimitedTransport(b, 64<<10)}
+	hub := startHolder(t, hubBuilder(work.TransportFunc(func() (options.Transport, error) { return tr, nil }), "hub1"))
+	ctx := context.Background()
+	works := hub.WorkInterface().WorkV1().ManifestWorks("cluster1")
+
+	for _, dry := range [][]string{{metav1.DryRunAll}, nil} {
+		if _, err := works.Create(ctx, bigWork("big", 100<<10), metav1.CreateOptions{DryRun: dry}); !apierrors.IsRequestEntityTooLargeError(err) {
+			t.Fatalf("Create of a work over the limit (dry run %v): %v, want 413", dry, err)
+		}
+	}
+	if _, err := works.Get(ctx, "big", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Fatalf("a refused work was stored: %v", err)
+	}
+	small, err := works.Create(ctx, newWork("small", "1", nil), metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	grown := small.DeepCopy()
+	grown.Spec.Workload.Manifests[0] = bigWork("small", 100<<10).Spec.Workload.Manifests[0]
+	if _, err := works.Update(ctx, grown, metav1.UpdateOptions{}); !apierrors.IsRequestEntityTooLargeError(err) {
+		t.Errorf("Update over the limit: %v, want 413", err)
+	}
+	if cur, _ := works.Get(ctx, "small", metav1.GetOptions{}); cur.Generation != 1 {
+		t.Errorf("a refused update was stored: generation %d", cur.Generation)
+	}
+	// Near the limit is fine.
+	if _, err := works.Create(ctx, bigWork("near", 60<<10), metav1.CreateOptions{}); err != nil {
+		t.Errorf("Create under the limit: %v", err)
+	}
+}
