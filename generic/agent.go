@@ -275,7 +275,8 @@ func (a *AgentClient[T]) answerResync(ctx context.Context, source string, dt typ
 }
 
 // sendStatus sends obj's status for a resync. An object the codec cannot
-// encode is reported and skipped, so it cannot hold up the others.
+// encode, or whose status is too large for the transport, is reported and
+// skipped, so it cannot hold up the others.
 func (a *AgentClient[T]) sendStatus(ctx context.Context, codec Codec[T], obj T) error {
 	et := types.EventType{DataType: codec.DataType(), SubResource: types.SubResourceStatus, Action: types.UpdateRequest}
 	evt, route, err := a.encodeStatus(codec, et, obj)
@@ -283,7 +284,7 @@ func (a *AgentClient[T]) sendStatus(ctx context.Context, codec Codec[T], obj T) 
 		a.c.cfg.errorHandler(a.c.ctx, err, "cannot encode status for resync; skipped", "resourceID", obj.GetUID())
 		return nil
 	}
-	return a.c.send(ctx, route, et, evt)
+	return a.c.sendAnswer(ctx, route, et, evt, string(obj.GetUID()))
 }
 
 // requestResync sends a spec resync request with the version of every

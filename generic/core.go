@@ -502,6 +502,18 @@ func (c *core[T]) send(ctx context.Context, route options.Route, et types.EventT
 	return nil
 }
 
+// sendAnswer sends one resource's event of a resync answer. An event the
+// transport refuses as too large is reported and skipped: it fails the same
+// way on every retry, and must not hold up the resources after it.
+func (c *core[T]) sendAnswer(ctx context.Context, route options.Route, et types.EventType, evt *cloudevents.Event, resourceID string) error {
+	err := c.send(ctx, route, et, evt)
+	if errors.Is(err, options.ErrTooLarge) {
+		c.cfg.errorHandler(c.ctx, err, "resource too large for the transport; skipped in the resync answer", "resourceID", resourceID)
+		return nil
+	}
+	return err
+}
+
 // publish is Publish's common path: rate limit, then send.
 func (c *core[T]) publish(ctx context.Context, route options.Route, et types.EventType, evt *cloudevents.Event) error {
 	if err := c.checkStarted(); err != nil {

@@ -284,7 +284,7 @@ func (s *SourceClient[T]) repairVersion(ctx context.Context, obj T, agentVersion
 // sendSpec sends obj to cluster: a delete_request if it is being deleted,
 // else an update_request if the agent holds it, else a create_request. An
 // object the codec cannot encode is reported and skipped, so it cannot hold
-// up the others.
+// up the others; nor can one too large for the transport.
 func (s *SourceClient[T]) sendSpec(ctx context.Context, codec Codec[T], cluster string, obj T, agentHolds bool) error {
 	action := types.CreateRequest
 	switch {
@@ -299,7 +299,7 @@ func (s *SourceClient[T]) sendSpec(ctx context.Context, codec Codec[T], cluster 
 		s.c.cfg.errorHandler(s.c.ctx, err, "cannot encode resource for resync; skipped", "resourceID", obj.GetUID(), "cluster", cluster)
 		return nil
 	}
-	return s.c.send(ctx, options.Route{Role: options.RoleSpec, Source: s.c.id, Cluster: cluster}, et, evt)
+	return s.c.sendAnswer(ctx, options.Route{Role: options.RoleSpec, Source: s.c.id, Cluster: cluster}, et, evt, string(obj.GetUID()))
 }
 
 // sendOrphanDelete asks cluster to delete a resource we no longer have. We

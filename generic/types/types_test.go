@@ -249,9 +249,46 @@ func FuzzDecodeResyncPayloads(f *testing.F) {
 	f.Add([]byte(`{"resourceVersions":[{"resourceID":"a","resourceVersion":"3"}]}`))
 	f.Add([]byte(`{"statusHashes":[{"resourceID":"a","statusHash":"h"}]}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
-		_, _ = DecodeResourceVersionList(data)
-		_, _ = DecodeStatusHashList(data)
+		// Whatever decodes encodes again and decodes to the same list: the
+		// payload a client sends after reading one is the one it read.
+		if rv, err := DecodeResourceVersionList(data); err == nil {
+			again, err := DecodeResourceVersionList(mustMarshal(t, rv))
+			if err != nil || !cmp.Equal(normalVersions(again), normalVersions(rv)) {
+				t.Fatalf("resource versions of %q: %+v, then %+v (%v)", data, rv, again, err)
+			}
+		}
+		if sh, err := DecodeStatusHashList(data); err == nil {
+			again, err := DecodeStatusHashList(mustMarshal(t, sh))
+			if err != nil || !cmp.Equal(normalHashes(again), normalHashes(sh)) {
+				t.Fatalf("status hashes of %q: %+v, then %+v (%v)", data, sh, again, err)
+			}
+		}
 	})
+}
+
+func mustMarshal(t *testing.T, v any) []byte {
+	t.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatalf("marshal %+v: %v", v, err)
+	}
+	return b
+}
+
+// normalVersions and normalHashes treat a nil and an empty list as one:
+// both mean "send everything".
+func normalVersions(l ResourceVersionList) []ResourceVersion {
+	if len(l.ResourceVersions) == 0 {
+		return nil
+	}
+	return l.ResourceVersions
+}
+
+func normalHashes(l StatusHashList) []StatusHash {
+	if len(l.StatusHashes) == 0 {
+		return nil
+	}
+	return l.StatusHashes
 }
 
 func BenchmarkParseEventType(b *testing.B) {
