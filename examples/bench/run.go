@@ -46,6 +46,10 @@ type bench struct {
 
 	hub    *work.ClientHolder
 	agents []*agentHolder
+
+	// Live heap (bytes) at points of the deliver phase, to split heap per
+	// work between the hub and the agents.
+	heapHubOnly, heapEmpty, heapDelivered uint64
 }
 
 type agentHolder struct {
@@ -226,7 +230,9 @@ type counter struct {
 	seen map[string]time.Time
 }
 
-func newCounter() *counter { return &counter{seen: make(map[string]time.Time)} }
+// newCounter returns a counter with room for n names, so that filling it
+// does not count as the SDK's heap.
+func newCounter(n int) *counter { return &counter{seen: make(map[string]time.Time, n)} }
 
 func (c *counter) mark(name string) {
 	now := time.Now()
@@ -354,15 +360,16 @@ const publishWorkers = 16
 
 // deliver: Create on the hub → every agent's informer holds it.
 func (b *bench) deliver(ctx context.Context) (PhaseResult, error) {
-	arrived := newCounter()
+	arrived := newCounter(len(b.works))
+	created := make(map[string]time.Time, len(b.works))
 	if err := b.startHub(ctx); err != nil {
 		return PhaseResult{}, err
 	}
+	b.heapHubOnly = heapInUse()
 	if err := b.startAgents(ctx, func(w *workv1.ManifestWork) { arrived.mark(w.Name) }); err != nil {
 		return PhaseResult{}, err
 	}
-	base := heapInUse()
-	created := make(map[string]time.Time, len(b.works))
+	b.heapEmpty = heapInUse()
 	begin := time.Now()
 	for _, w := range b.works {
 		created[w.Name] = time.Now()
@@ -374,7 +381,8 @@ func (b *bench) deliver(ctx context.Context) (PhaseResult, error) {
 		return PhaseResult{}, err
 	}
 	d := time.Since(begin)
-	b.res.HeapPerWork = int((heapInUse() - base) / uint64(len(b.works)))
+	b.heapDelivered = heapInUse()
+	b.res.HeapPerWork = perWork(b.heapDelivered, b.heapEmpty, len(b.works))
 	if b.cfg.memProfile != "" {
 		if err := writeHeapProfile(b.cfg.memProfile); err != nil {
 			return PhaseResult{}, err
@@ -396,7 +404,12 @@ func (b *bench) agentResync(ctx context.Context) (PhaseResult, error) {
 		return PhaseResult{}, errors.New("needs the deliver phase first")
 	}
 	b.closeAgents()
-	arrived := newCounter()
+	// What is left is the hub's: its works over its own baseline. The
+	// agents' connections wind down in the broker for a moment after Close.
+	hub := settledHeap()
+	b.res.HubHeapPerWork = perWork(hub, b.heapHubOnly, len(b.works))
+	b.res.AgentHeapPerWork = max(b.res.HeapPerWork-b.res.HubHeapPerWork, 0)
+	arrived := newCounter(len(b.works))
 	begin := time.Now()
 	if err := b.startAgents(ctx, func(w *workv1.ManifestWork) { arrived.mark(w.Name) }); err != nil {
 		return PhaseResult{}, err
@@ -413,7 +426,7 @@ func (b *bench) status(ctx context.Context) (PhaseResult, error) {
 	if b.hub == nil || b.agents == nil {
 		return PhaseResult{}, errors.New("needs the deliver phase first")
 	}
-	seen := newCounter()
+	seen := newCounter(len(b.works))
 	reg, err := b.hub.ManifestWorkInformer().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
 		UpdateFunc: func(_, obj any) {
 			if w := obj.(*workv1.ManifestWork); meta.IsStatusConditionTrue(w.Status.Conditions, workv1.WorkApplied) {
@@ -501,7 +514,7 @@ func (b *bench) hubResync(ctx context.Context) (PhaseResult, error) {
 	closeHolder(b.hub)
 	b.hub = nil
 
-	seen := newCounter()
+	seen := newCounter(len(b.works))
 	var opts []generic.SourceOption
 	for _, o := range b.clientOpts() {
 		opts = append(opts, o)
@@ -558,6 +571,29 @@ func (l persistedLister) List(o generic.ListOptions) ([]*workv1.ManifestWork, er
 		return true
 	})
 	return out, nil
+}
+
+// perWork is (after - before) / n, or 0 if the heap shrank.
+func perWork(after, before uint64, n int) int {
+	if after < before {
+		return 0
+	}
+	return int((after - before) / uint64(n))
+}
+
+// settledHeap is heapInUse once it stops falling (by less than 1 MiB in
+// 200ms), or after 10s.
+func settledHeap() uint64 {
+	h := heapInUse()
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); {
+		time.Sleep(200 * time.Millisecond)
+		next := heapInUse()
+		if next+1<<20 > h {
+			return min(h, next)
+		}
+		h = next
+	}
+	return h
 }
 
 // heapInUse is the live heap after a collection.
