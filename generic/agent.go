@@ -238,11 +238,12 @@ func (a *AgentClient[T]) answerResync(ctx context.Context, source string, dt typ
 		return &dropError{reason: DropUnknownDataType, err: err}
 	}
 	for _, e := range req.StatusHashes {
-		sess.seen[e.ResourceID] = struct{}{}
+		// The request names every cluster's resources; remember only ours.
 		obj, ok := sess.mine[e.ResourceID]
 		if !ok {
 			continue
 		}
+		sess.seen[e.ResourceID] = struct{}{}
 		h, err := c.hash(obj)
 		if err != nil {
 			c.cfg.errorHandler(c.ctx, err, "status resync: cannot hash status; sending it", "resourceID", e.ResourceID)

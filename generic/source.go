@@ -223,8 +223,10 @@ func (s *SourceClient[T]) answerResync(ctx context.Context, cluster string, dt t
 		return &dropError{reason: DropUnknownDataType, err: err}
 	}
 	for _, e := range req.ResourceVersions {
-		sess.seen[e.ResourceID] = struct{}{}
 		obj, ok := sess.mine[e.ResourceID]
+		if ok {
+			sess.seen[e.ResourceID] = struct{}{}
+		}
 		if ok && obj.GetGeneration() < e.ResourceVersion {
 			repaired, err := s.repairVersion(ctx, obj, e.ResourceVersion)
 			if err != nil {

@@ -62,6 +62,9 @@ func DecodeResourceVersionList(data []byte) (ResourceVersionList, error) {
 	if len(bytes.TrimSpace(data)) == 0 {
 		return l, nil
 	}
+	if fast, ok := fastResourceVersions(data); ok {
+		return fast, nil
+	}
 	if err := json.Unmarshal(data, &l); err != nil {
 		return ResourceVersionList{}, fmt.Errorf("decode spec resync payload: %w", err)
 	}
@@ -74,6 +77,9 @@ func DecodeStatusHashList(data []byte) (StatusHashList, error) {
 	var l StatusHashList
 	if len(bytes.TrimSpace(data)) == 0 {
 		return l, nil
+	}
+	if fast, ok := fastStatusHashes(data); ok {
+		return fast, nil
 	}
 	if err := json.Unmarshal(data, &l); err != nil {
 		return StatusHashList{}, fmt.Errorf("decode status resync payload: %w", err)

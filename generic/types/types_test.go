@@ -300,3 +300,49 @@ func BenchmarkParseEventType(b *testing.B) {
 		}
 	}
 }
+
+// FuzzFastResyncDecoders checks the fast resync decoders against
+// encoding/json: whatever a fast path accepts, encoding/json decodes to the
+// same list.
+func FuzzFastResyncDecoders(f *testing.F) {
+	f.Add([]byte(`{"resourceVersions":[{"resourceID":"a","resourceVersion":3},{"resourceID":"b","resourceVersion":"4"}]}`))
+	f.Add([]byte(` { "statusHashes" : [ { "resourceID" : "a" , "statusHash" : "h" } , {"statusHash":"","resourceID":"b"} ] } `))
+	f.Add([]byte(`{"statusHashes":[]}`))
+	f.Add([]byte(`{"statusHashes":[{"resourceID":"a","resourceID":"b"}]}`))
+	f.Add([]byte(`{"resourceVersions":[{"resourceID":"a","resourceVersion":-0}]}`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		if fast, ok := fastStatusHashes(data); ok {
+			var slow StatusHashList
+			if err := json.Unmarshal(data, &slow); err != nil {
+				t.Fatalf("fast status hashes of %q: %+v; encoding/json: %v", data, fast, err)
+			}
+			if !cmp.Equal(normalHashes(fast), normalHashes(slow)) {
+				t.Fatalf("status hashes of %q: fast %+v, encoding/json %+v", data, fast, slow)
+			}
+		}
+		if fast, ok := fastResourceVersions(data); ok {
+			var slow ResourceVersionList
+			if err := json.Unmarshal(data, &slow); err != nil {
+				t.Fatalf("fast resource versions of %q: %+v; encoding/json: %v", data, fast, err)
+			}
+			if !cmp.Equal(normalVersions(fast), normalVersions(slow)) {
+				t.Fatalf("resource versions of %q: fast %+v, encoding/json %+v", data, fast, slow)
+			}
+		}
+	})
+}
+
+func BenchmarkDecodeStatusHashList1000(b *testing.B) {
+	l := StatusHashList{}
+	for i := range 1000 {
+		l.StatusHashes = append(l.StatusHashes, StatusHash{ResourceID: fmt.Sprintf("00000000-0000-4000-8000-%012d", i), StatusHash: strings.Repeat("ab", 32)})
+	}
+	data, _ := json.Marshal(l)
+	b.SetBytes(int64(len(data)))
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := DecodeStatusHashList(data); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -196,6 +196,9 @@ func isHex(c byte) bool {
 // SkipNumber validates the number that starts at data[i] and returns the
 // index after it.
 func SkipNumber(data []byte, i int) (int, bool) {
+	if i >= len(data) {
+		return i, false
+	}
 	if data[i] == '-' {
 		i++
 	}
