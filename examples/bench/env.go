@@ -59,7 +59,7 @@ func newEnv(cfg config) (*env, error) {
 	case "kafka":
 		addrs, stop := strings.Split(cfg.broker, ","), func() {}
 		if cfg.broker == "" {
-			b, err := kafkatest.Start()
+			b, err := kafkatest.Start(kafkatest.WithPartitions(int32(cfg.kafkaPartitions)))
 			if err != nil {
 				return nil, err
 			}

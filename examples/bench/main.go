@@ -33,6 +33,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/workwire/sdk-go/options/kafka/kafkatest"
 )
 
 func main() {
@@ -43,6 +45,7 @@ func main() {
 	flag.IntVar(&cfg.works, "works", cfg.works, "how many works in all, spread over the clusters")
 	flag.IntVar(&cfg.manifestBytes, "manifest-bytes", cfg.manifestBytes, "size of each work's Deployment manifest")
 	phases := flag.String("phases", strings.Join(cfg.phases, ","), "phases to run, comma-separated")
+	flag.IntVar(&cfg.kafkaPartitions, "kafka-partitions", cfg.kafkaPartitions, "partitions per topic of the embedded Kafka: an agent reads its cluster's partition, so each also reads clusters/partitions clusters' spec traffic")
 	flag.BoolVar(&cfg.noRateLimit, "no-rate-limit", false, "turn the publish rate limiter off (default: the SDK's default limit)")
 	flag.BoolVar(&cfg.json, "json", false, "print the results as JSON too")
 	flag.DurationVar(&cfg.timeout, "timeout", cfg.timeout, "give up a phase after this long")
@@ -80,28 +83,32 @@ func main() {
 }
 
 type config struct {
-	transport     string
-	broker        string
-	clusters      int
-	works         int
-	manifestBytes int
-	phases        []string
-	noRateLimit   bool
-	json          bool
-	timeout       time.Duration
-	memProfile    string
+	transport       string
+	broker          string
+	clusters        int
+	works           int
+	manifestBytes   int
+	phases          []string
+	noRateLimit     bool
+	kafkaPartitions int
+	json            bool
+	timeout         time.Duration
+	memProfile      string
 }
 
 var allPhases = []string{"raw", "deliver", "agent-resync", "status", "hub-resync"}
 
 func defaultConfig() config {
-	return config{transport: "mqtt", clusters: 10, works: 1000, manifestBytes: 2048, phases: allPhases, timeout: 10 * time.Minute}
+	return config{transport: "mqtt", clusters: 10, works: 1000, manifestBytes: 2048, phases: allPhases, timeout: 10 * time.Minute, kafkaPartitions: kafkatest.DefaultPartitions}
 }
 
 func (c config) validate() error {
 	var errs []string
 	if c.clusters < 1 || c.works < c.clusters {
 		errs = append(errs, "want 1 <= clusters <= works")
+	}
+	if c.kafkaPartitions < 1 {
+		errs = append(errs, "-kafka-partitions must be at least 1")
 	}
 	if c.manifestBytes < 512 {
 		errs = append(errs, "-manifest-bytes must be at least 512")
