@@ -79,14 +79,19 @@ type Store[T Object] struct {
 	// share parts nobody modifies in place (see New).
 	share func(T) T
 
-	mu        sync.RWMutex
-	rv        uint64
-	items     map[string]map[string]T // namespace → name → object
-	count     int
-	byUID     map[kubetypes.UID]ref
-	history   []Event[T] // ring of the last len(history) events
-	hnext     int        // where the next event goes
-	hcount    int        // events in the ring
+	mu    sync.RWMutex
+	rv    uint64
+	items map[string]map[string]T // namespace → name → object
+	count int
+	byUID map[kubetypes.UID]ref
+	// history is a ring of the last events, at most hmax. It grows as
+	// events come (a store of a few objects, as an agent's is, needs no
+	// room for thousands) and counts as full while it grows: its oldest
+	// event is at 0 and hnext stays 0 until it wraps.
+	history   []Event[T]
+	hmax      int
+	hnext     int // where the next event goes once the ring is at hmax
+	hcount    int // events in the ring
 	watchers  map[*watcher[T]]struct{}
 	draining  map[*watcher[T]]struct{} // ended watches still delivering what they queued
 	snapshots map[string]*snapshot[T]
@@ -122,7 +127,7 @@ func New[T Object](gr schema.GroupResource, copy, share func(T) T, history int) 
 		share:     share,
 		items:     make(map[string]map[string]T),
 		byUID:     make(map[kubetypes.UID]ref),
-		history:   make([]Event[T], history),
+		hmax:      history,
 		watchers:  make(map[*watcher[T]]struct{}),
 		draining:  make(map[*watcher[T]]struct{}),
 		snapshots: make(map[string]*snapshot[T]),
@@ -415,9 +420,13 @@ func (s *Store[T]) lockWithCopy(namespace, name string) (cur, mine T, ok bool) {
 // record appends ev to the history and hands it to the watchers. The caller
 // holds s.mu for writing.
 func (s *Store[T]) record(ev Event[T]) {
-	s.history[s.hnext] = ev
-	s.hnext = (s.hnext + 1) % len(s.history)
-	s.hcount = min(s.hcount+1, len(s.history))
+	if len(s.history) < s.hmax {
+		s.history = append(s.history, ev)
+		s.hcount = len(s.history)
+	} else {
+		s.history[s.hnext] = ev
+		s.hnext = (s.hnext + 1) % len(s.history)
+	}
 	if len(s.watchers) == 0 {
 		return
 	}

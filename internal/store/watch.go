@@ -105,8 +105,10 @@ func (s *Store[T]) Watch(o WatchOptions[T]) (watch.Interface, error) {
 	} else {
 		w.sentRV = from
 		if from < s.rv {
+			// Every write records its event, so until the ring wraps it
+			// reaches back to the store's first write and this never holds.
 			oldest := s.oldestRV()
-			if s.hcount == len(s.history) && from+1 < oldest {
+			if from+1 < oldest {
 				s.mu.Unlock()
 				return nil, apierrors.NewResourceExpired(fmt.Sprintf("too old resource version: %d (%d)", from, oldest-1))
 			}

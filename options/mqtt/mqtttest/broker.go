@@ -94,12 +94,15 @@ func (b *Broker) serve(addr string) error {
 	caps.Compatibilities.NoInheritedPropertiesOnAck = true
 	// mochi drops a QoS 1 message for a subscriber that already has
 	// MaximumInflight unacknowledged, or MaximumClientWritesPending unwritten,
-	// messages (8,192 each by default). A hub that subscribes to a thousand
-	// agents' statuses falls that far behind in a burst, so the test broker
-	// holds as much as MQTT's packet IDs allow. Dropped counts what it
-	// still drops.
+	// messages (8,192 each by default), and allocates the pending-writes
+	// queue up front: 8 bytes a slot for every client. A hub subscribed to
+	// a thousand agents' statuses falls behind in a burst, so the test
+	// broker allows as many in flight as MQTT's packet IDs do, and 16,384
+	// pending writes (128 KiB a client): the bench's 100,000 works over
+	// 1,000 clusters go through it with nothing dropped. Dropped counts
+	// what it still drops.
 	caps.MaximumInflight = math.MaxUint16
-	caps.MaximumClientWritesPending = 1 << 17
+	caps.MaximumClientWritesPending = 1 << 14
 	srv := mochi.New(&mochi.Options{Capabilities: caps, Logger: b.cfg.logger, ClientNetWriteBufferSize: 64 << 10})
 	if err := srv.AddHook(new(auth.AllowHook), nil); err != nil {
 		return fmt.Errorf("mqtttest: %w", err)
