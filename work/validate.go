@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	workv1 "open-cluster-management.io/api/work/v1"
 
+	"github.com/workwire/sdk-go/internal/jsonscan"
 	"github.com/workwire/sdk-go/internal/store"
 )
 
@@ -52,7 +53,7 @@ func validate(w *workv1.ManifestWork) error {
 			}
 		}
 		raw = bytes.TrimSpace(raw)
-		if len(raw) == 0 || raw[0] != '{' || !json.Valid(raw) {
+		if len(raw) == 0 || raw[0] != '{' || !jsonscan.Valid(raw) {
 			errs = append(errs, field.Invalid(manifests.Index(i), string(truncate(raw, 64)), "must be a JSON object"))
 		}
 	}
