@@ -13,7 +13,7 @@ import (
 // Spec data is assembled rather than marshalled whole: json.Marshal would
 // run every manifest through RawExtension.MarshalJSON and then re-scan and
 // compact its bytes with encoding/json's slow scanner. The manifests go out
-// as they are, checked with the fast scanner (jsonscan.go); the options go
+// as they are, checked with internal/jsonscan; the options go
 // through one json.Marshal. The result is the JSON json.Marshal gives, byte
 // for byte when the manifests are compact (TestSpecDataMatchesMarshal).
 

@@ -105,11 +105,11 @@ var _ Interface[Object] = (*AgentClient[Object])(nil)
 func (a *AgentClient[T]) encodeStatus(codec Codec[T], t types.EventType, obj T) (*cloudevents.Event, options.Route, error) {
 	evt, err := codec.Encode(a.c.ceSource, t, obj)
 	if err != nil {
-		return nil, options.Route{}, fmt.Errorf("encode: %w", err)
+		return nil, options.Route{}, fmt.Errorf("%w: %w", ErrEncode, err)
 	}
 	source, err := types.RequiredString(evt, types.ExtOriginalSource)
 	if err != nil {
-		return nil, options.Route{}, err
+		return nil, options.Route{}, fmt.Errorf("%w: %w", ErrEncode, err)
 	}
 	evt.SetExtension(types.ExtClusterName, a.c.id)
 	evt.SetExtension(types.ExtSequenceID, strconv.FormatUint(a.seq.next(), 10))

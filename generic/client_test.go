@@ -447,3 +447,21 @@ func TestDeleteStormDoesNotStarveCreates(t *testing.T) {
 	}
 	t.Logf("%d deletes queued; the last of %d creates was handled as event %d", deletes, creates, last)
 }
+
+// Publish reports a codec's failure, whatever the codec's error, as
+// ErrEncode, so callers know that publishing the same resource again
+// cannot succeed.
+func TestPublishReportsEncodeFailures(t *testing.T) {
+	t.Parallel()
+	b := memory.NewBroker()
+	c, err := generic.NewSourceClient[*widget](src, b.Transport(), newStore(), hashWidget, []generic.Codec[*widget]{refusingCodec{}},
+		generic.WithErrorHandler(quiet), generic.WithLogger(testLogger()), generic.WithResyncInterval(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	startClient(t, c.Start, c.Close)
+	err = c.Publish(context.Background(), specCreate, newWidget(src, "c1", "a", "s", 1))
+	if !errors.Is(err, generic.ErrEncode) || !strings.Contains(err.Error(), "the codec's own reason") {
+		t.Errorf("Publish with a codec that cannot encode: %v, want ErrEncode with the codec's reason", err)
+	}
+}

@@ -18,6 +18,11 @@ var (
 	// ErrWrongEventType is returned by Publish for an event type the client's
 	// side does not send (a source sends spec events, an agent status events).
 	ErrWrongEventType = errors.New("event type not sent by this side")
+	// ErrEncode is returned by Publish when the codec cannot make an event
+	// of the resource, or makes one without what its route needs (the
+	// cluster name of a spec, the original source of a status). Publishing
+	// the same resource again fails the same way.
+	ErrEncode = errors.New("cannot encode the resource")
 )
 
 // DecodeError is a received event that could not be used: its type, an

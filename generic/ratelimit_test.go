@@ -75,7 +75,7 @@ func TestRateLimitSparesResyncAnswers(t *testing.T) {
 // retried for ever on its account.
 func TestOversizeResourceDoesNotBlockAResyncAnswer(t *testing.T) {
 	t.Parallel()
-	b := memory.NewBroker(memory.WithMaxEventSize(4096))
+	b := memory.NewBroker(memory.WithMaxEventBytes(4096))
 	hubStore := newStore()
 	for i := range 20 {
 		spec := "s"

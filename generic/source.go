@@ -78,11 +78,11 @@ func (s *SourceClient[T]) Publish(ctx context.Context, t types.EventType, obj T)
 	t.DataType = codec.DataType()
 	evt, err := codec.Encode(s.c.ceSource, t, obj)
 	if err != nil {
-		return fmt.Errorf("publish %s: encode: %w", t, err)
+		return fmt.Errorf("publish %s: %w: %w", t, ErrEncode, err)
 	}
 	cluster, err := types.RequiredString(evt, types.ExtClusterName)
 	if err != nil {
-		return fmt.Errorf("publish %s: %w", t, err)
+		return fmt.Errorf("publish %s: %w: %w", t, ErrEncode, err)
 	}
 	return s.c.publish(ctx, options.Route{Role: options.RoleSpec, Source: s.c.id, Cluster: cluster}, t, evt)
 }

@@ -2,6 +2,7 @@ package generic_test
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"sort"
 	"sync"
@@ -184,4 +185,11 @@ func (s *store) List(opts generic.ListOptions) ([]*widget, error) {
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].UID < out[j].UID })
 	return out, nil
+}
+
+// refusingCodec is a codec of the caller's own that cannot encode.
+type refusingCodec struct{ widgetCodec }
+
+func (refusingCodec) Encode(string, types.EventType, *widget) (*cloudevents.Event, error) {
+	return nil, errors.New("the codec's own reason")
 }

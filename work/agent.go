@@ -71,15 +71,6 @@ func (a *agent) deleteCollection(context.Context, string, metav1.DeleteOptions, 
 	return apierrors.NewMethodNotSupported(manifestWorksResource, "deletecollection on an agent: sources delete works")
 }
 
-// checkUpdate is what an update (Update, UpdateStatus) must pass before
-// it is written; patches skip it.
-func (a *agent) checkUpdate(namespace string, in *workv1.ManifestWork) error {
-	if in.Namespace != "" && in.Namespace != namespace {
-		return checkNamespace(namespace, in.Namespace)
-	}
-	return requireResourceVersion(a.st, namespace, in)
-}
-
 // nextMetadata is an update of cur's metadata from in: finalizers, labels,
 // annotations and owner references stay on this cluster. The spec belongs
 // to the source; status is ignored here (UpdateStatus sets it).
@@ -87,7 +78,7 @@ func (a *agent) nextMetadata(cur, in *workv1.ManifestWork, manager string) (*wor
 	if err := checkPreconditions(cur, string(in.UID), in.ResourceVersion); err != nil {
 		return nil, err
 	}
-	if !equality.Semantic.DeepEqual(cur.Spec, in.Spec) {
+	if !sameSpec(&cur.Spec, &in.Spec) {
 		return nil, apierrors.NewForbidden(manifestWorksResource, cur.Name, errSpecBySource)
 	}
 	if equality.Semantic.DeepEqual(cur.Finalizers, in.Finalizers) && equality.Semantic.DeepEqual(cur.Labels, in.Labels) &&
@@ -110,7 +101,7 @@ func (a *agent) nextMetadata(cur, in *workv1.ManifestWork, manager string) (*wor
 }
 
 func (a *agent) update(_ context.Context, namespace string, in *workv1.ManifestWork, opts metav1.UpdateOptions) (*workv1.ManifestWork, error) {
-	if err := a.checkUpdate(namespace, in); err != nil {
+	if err := checkUpdate(a.st, namespace, in); err != nil {
 		return nil, err
 	}
 	return a.write(namespace, in, isDryRun(opts.DryRun), opts.FieldManager, false)
@@ -131,7 +122,7 @@ func (a *agent) nextStatus(cur, in *workv1.ManifestWork, _ string) (*workv1.Mani
 }
 
 func (a *agent) updateStatus(_ context.Context, namespace string, in *workv1.ManifestWork, opts metav1.UpdateOptions) (*workv1.ManifestWork, error) {
-	if err := a.checkUpdate(namespace, in); err != nil {
+	if err := checkUpdate(a.st, namespace, in); err != nil {
 		return nil, err
 	}
 	return a.write(namespace, in, isDryRun(opts.DryRun), opts.FieldManager, true)
@@ -144,8 +135,8 @@ func (a *agent) write(namespace string, in *workv1.ManifestWork, dryRun bool, ma
 	if status {
 		next = a.nextStatus
 	}
-	if in.Namespace != "" && in.Namespace != namespace {
-		return nil, bindNamespace(namespace, in.DeepCopy())
+	if err := checkNamespace(namespace, in.Namespace); err != nil {
+		return nil, err
 	}
 	if dryRun {
 		cur, err := a.st.Get(namespace, in.Name)

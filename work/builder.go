@@ -24,6 +24,7 @@ import (
 	"github.com/workwire/sdk-go/options"
 	"github.com/workwire/sdk-go/options/grpc"
 	"github.com/workwire/sdk-go/options/kafka"
+	"github.com/workwire/sdk-go/options/memory"
 	"github.com/workwire/sdk-go/options/mqtt"
 )
 
@@ -54,21 +55,27 @@ type Config interface {
 type TransportFunc func() (options.Transport, error)
 
 // EventSizeLimiter is implemented by transports that know the largest
-// event they send. A hub holder whose transport's limit is known — from
-// this method, or from the MaxEventBytes of an MQTT, Kafka or gRPC config
-// (Kafka's and gRPC's defaults when unset; MQTT has none: its broker
-// announces one when it connects) — answers Create, Update and Patch of a
-// work whose manifests and metadata alone exceed it with 413 Request
-// Entity Too Large, as a kube-apiserver answers an object larger than it
-// stores, instead of storing a work it can never deliver. This needs the
-// publishing codec to be one of package codec's, which carry manifests
-// verbatim. Works too large by a measure only the transport can take are
-// reported to the error handler when they fail to publish (see
-// ClientHolderBuilder.WithErrorHandler).
+// event they send; workwire's MQTT, Kafka, gRPC and memory transports do
+// (MQTT's is its config's, or the smaller one its broker announces when it
+// connects). A hub holder whose transport's limit is known answers Create,
+// Update and Patch of a work whose manifests and metadata alone exceed it
+// with 413 Request Entity Too Large, as a kube-apiserver answers an object
+// larger than it stores, instead of storing a work it can never deliver.
+// This needs the publishing codec to be one of package codec's, which
+// carry manifests verbatim. Works too large by a measure only the
+// transport can take are reported to the error handler when they fail to
+// publish (see ClientHolderBuilder.WithErrorHandler).
 type EventSizeLimiter interface {
 	// MaxEventBytes returns the largest event Send sends, 0 if unknown.
 	MaxEventBytes() int
 }
+
+var (
+	_ EventSizeLimiter = (*mqtt.Transport)(nil)
+	_ EventSizeLimiter = (*kafka.Transport)(nil)
+	_ EventSizeLimiter = (*grpc.Transport)(nil)
+	_ EventSizeLimiter = (*memory.Transport)(nil)
+)
 
 // ClientHolderBuilder builds a ClientHolder. Its methods set one option
 // each and return the builder; NewClientHolder checks them all.
@@ -84,7 +91,6 @@ type ClientHolderBuilder struct {
 	agentOpts    []generic.AgentOption
 	logger       logr.Logger
 	onError      generic.ErrorHandler
-	maxEvent     int // from the transport config; 0 if it sets none
 }
 
 // NewClientHolderBuilder starts a builder for config.
@@ -97,19 +103,16 @@ func NewClientHolderBuilder[C Config](config C) *ClientHolderBuilder {
 		if c != nil {
 			cfg := *c
 			b.transport = func() (options.Transport, error) { return mqtt.New(cfg, mqtt.WithLogger(b.logger)) }
-			b.maxEvent = cfg.MaxEventBytes
 		}
 	case *kafka.Config:
 		if c != nil {
 			cfg := *c
 			b.transport = func() (options.Transport, error) { return kafka.New(cfg, kafka.WithLogger(b.logger)) }
-			b.maxEvent = orDefault(cfg.MaxEventBytes, kafka.DefaultMaxEventBytes)
 		}
 	case *grpc.Config:
 		if c != nil {
 			cfg := *c
 			b.transport = func() (options.Transport, error) { return grpc.New(cfg, grpc.WithLogger(b.logger)) }
-			b.maxEvent = orDefault(cfg.MaxEventBytes, grpc.DefaultMaxEventBytes)
 		}
 	case TransportFunc:
 		b.transport = c
@@ -169,17 +172,10 @@ func (b *ClientHolderBuilder) WithAgentOptions(opts ...generic.AgentOption) *Cli
 	return b
 }
 
-func orDefault(n, def int) int {
-	if n <= 0 {
-		return def
-	}
-	return n
-}
-
 // WithErrorHandler sets where the holder's background failures go: a work
 // (hub) or a status (agent) its publisher could not send, named by
 // namespace/name — at once for a permanent error such as
-// options.ErrTooLarge or an encoding error, after its retries for others.
+// options.ErrTooLarge or generic.ErrEncode, after its retries for others.
 // The holder's generic client gets it too, unless WithSourceOptions or
 // WithAgentOptions set one of its own. Default:
 // utilruntime.HandleErrorWithContext. The handler runs on a publisher
@@ -279,11 +275,8 @@ func (b *ClientHolderBuilder) buildEvents(h *ClientHolder) error {
 	if b.sourceID != "" {
 		hb := &hub{sourceID: b.sourceID, st: st, patcher: p, dataType: codecs[0].DataType(), log: b.logger.WithValues("source", b.sourceID),
 			reports: make(map[kubetypes.UID]bool)}
-		if carriesManifestsVerbatim(codecs[0]) {
-			hb.maxEvent = b.maxEvent
-			if l, ok := tr.(EventSizeLimiter); ok {
-				hb.maxEvent = l.MaxEventBytes()
-			}
+		if l, ok := tr.(EventSizeLimiter); ok && carriesManifestsVerbatim(codecs[0]) {
+			hb.limit = l
 		}
 		opts := []generic.SourceOption{generic.WithOrphanGracePeriod(DefaultOrphanGracePeriod), generic.WithLogger(b.logger)}
 		for _, o := range clientOpts {

@@ -36,8 +36,8 @@
 // the transport's event size limit is known (EventSizeLimiter), Create,
 // Update and Patch answer a work whose manifests and metadata alone exceed
 // it with 413 Request Entity Too Large; a work that fails to publish with a
-// permanent error (options.ErrTooLarge from the transport or broker, an
-// encoding error) goes to the error handler (WithErrorHandler), named, at
+// permanent error (options.ErrTooLarge from the transport or broker,
+// generic.ErrEncode from the codec) goes to the error handler (WithErrorHandler), named, at
 // once, and stays undelivered — its Applied condition never reaches its
 // generation — until it changes. Neither holds up the works behind it.
 //

@@ -35,10 +35,10 @@ type hub struct {
 	patcher  *patcher
 	dataType types.DataType
 	log      logr.Logger
-	// maxEvent is the largest event the transport sends, 0 if unknown or
-	// if the publishing codec does not carry manifests verbatim (see
-	// checkSize).
-	maxEvent int
+	// limit tells the largest event the transport sends; nil if the
+	// transport does not tell or the publishing codec does not carry
+	// manifests verbatim (see checkSize).
+	limit EventSizeLimiter
 
 	mu      sync.Mutex
 	reports map[kubetypes.UID]bool // present once an agent reported on the work; true once it reported it Deleted
@@ -89,7 +89,7 @@ func (h *hub) nextVersion(cur, in *workv1.ManifestWork, manager string) (next *w
 	if err := checkPreconditions(cur, string(in.UID), in.ResourceVersion); err != nil {
 		return nil, false, err
 	}
-	specChanged := !equality.Semantic.DeepEqual(cur.Spec, in.Spec)
+	specChanged := !sameSpec(&cur.Spec, &in.Spec)
 	metaChanged := !equality.Semantic.DeepEqual(cur.Labels, in.Labels) || !equality.Semantic.DeepEqual(cur.Annotations, in.Annotations)
 	localChanged := !equality.Semantic.DeepEqual(cur.Finalizers, in.Finalizers) || !equality.Semantic.DeepEqual(cur.OwnerReferences, in.OwnerReferences) ||
 		(len(in.ManagedFields) > 0 && !equality.Semantic.DeepEqual(cur.ManagedFields, in.ManagedFields))
@@ -123,10 +123,7 @@ func (h *hub) nextVersion(cur, in *workv1.ManifestWork, manager string) (next *w
 }
 
 func (h *hub) update(_ context.Context, namespace string, in *workv1.ManifestWork, opts metav1.UpdateOptions) (*workv1.ManifestWork, error) {
-	if err := checkNamespace(namespace, in.Namespace); err != nil {
-		return nil, err
-	}
-	if err := requireResourceVersion(h.st, namespace, in); err != nil {
+	if err := checkUpdate(h.st, namespace, in); err != nil {
 		return nil, err
 	}
 	return h.write(namespace, in, isDryRun(opts.DryRun), opts.FieldManager)
@@ -142,7 +139,11 @@ func (h *hub) update(_ context.Context, namespace string, in *workv1.ManifestWor
 // event (the envelope, a broker's own lower limit); the publisher reports
 // those to the error handler.
 func (h *hub) checkSize(namespace string, w *workv1.ManifestWork) error {
-	if h.maxEvent <= 0 {
+	if h.limit == nil {
+		return nil
+	}
+	limit := h.limit.MaxEventBytes()
+	if limit <= 0 {
 		return nil
 	}
 	n := len(w.Name) + len(namespace)
@@ -155,12 +156,12 @@ func (h *hub) checkSize(namespace string, w *workv1.ManifestWork) error {
 	for k, v := range w.Annotations {
 		n += len(k) + len(v)
 	}
-	if n <= h.maxEvent {
+	if n <= limit {
 		return nil
 	}
 	return apierrors.NewRequestEntityTooLargeError(fmt.Sprintf(
 		"manifestwork %s/%s: its manifests and metadata alone are %d bytes, more than the largest event the transport sends (%d bytes)",
-		namespace, w.Name, n, h.maxEvent))
+		namespace, w.Name, n, limit))
 }
 
 // write stores the update of the work named by in, publishes it if agents

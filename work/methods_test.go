@@ -9,6 +9,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
+	workv1 "open-cluster-management.io/api/work/v1"
 
 	"github.com/workwire/sdk-go/options/memory"
 	"github.com/workwire/sdk-go/work"
@@ -110,6 +111,14 @@ func TestEveryMethodAnswers(t *testing.T) {
 			callAll(t, "WorkV1", v1)
 			callAll(t, "ManifestWorks", v1.ManifestWorks("cluster1"))
 			callAll(t, "ManifestWorks(all)", v1.ManifestWorks(""))
+			// Both sides refuse an update without a namespace alike.
+			unbound := &workv1.ManifestWork{ObjectMeta: metav1.ObjectMeta{Name: "w", ResourceVersion: "1"}}
+			if _, err := v1.ManifestWorks("").Update(context.Background(), unbound, metav1.UpdateOptions{}); !apierrors.IsBadRequest(err) {
+				t.Errorf("Update without a namespace: %v, want BadRequest", err)
+			}
+			if _, err := v1.ManifestWorks("").UpdateStatus(context.Background(), unbound, metav1.UpdateOptions{}); !apierrors.IsBadRequest(err) && !apierrors.IsMethodNotSupported(err) {
+				t.Errorf("UpdateStatus without a namespace: %v, want BadRequest (agent) or MethodNotAllowed (hub)", err)
+			}
 			for name, res := range callAll(t, "AppliedManifestWorks", v1.AppliedManifestWorks()) {
 				if err := errorOf(res); !apierrors.IsMethodNotSupported(err) {
 					t.Errorf("%s: %v, want MethodNotAllowed", name, err)

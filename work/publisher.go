@@ -13,9 +13,7 @@ import (
 	kubetypes "k8s.io/apimachinery/pkg/types"
 	workv1 "open-cluster-management.io/api/work/v1"
 
-	"github.com/workwire/sdk-go/codec"
 	"github.com/workwire/sdk-go/generic"
-	"github.com/workwire/sdk-go/generic/types"
 	"github.com/workwire/sdk-go/internal/queue"
 	"github.com/workwire/sdk-go/options"
 )
@@ -27,17 +25,12 @@ const publishAttempts = 8
 
 // permanent reports whether err is one that sending the same snapshot
 // again cannot fix: the event is larger than the transport or its broker
-// takes (options.ErrTooLarge), the codec cannot encode the work (a
-// *codec.Error, or a codec sentinel), or the client refuses the event's
-// type or extensions. Resync cannot deliver such a work either: it stays
-// undelivered until it changes. Anything else (not connected, a broker
-// that failed, a timeout) may pass on a later try.
+// takes (options.ErrTooLarge), or the codec cannot encode the work, whichever
+// codec it is (generic.ErrEncode). Resync cannot deliver such a work
+// either: it stays undelivered until it changes. Anything else (not
+// connected, a broker that failed, a timeout) may pass on a later try.
 func permanent(err error) bool {
-	var encodeErr *codec.Error
-	return errors.Is(err, options.ErrTooLarge) || errors.As(err, &encodeErr) ||
-		errors.Is(err, codec.ErrUnsupportedType) || errors.Is(err, codec.ErrNoOriginalSource) ||
-		errors.Is(err, generic.ErrUnknownDataType) || errors.Is(err, generic.ErrWrongEventType) ||
-		errors.Is(err, types.ErrExtension)
+	return errors.Is(err, options.ErrTooLarge) || errors.Is(err, generic.ErrEncode)
 }
 
 // publisher sends works — specs on a hub, statuses on an agent — off the

@@ -92,6 +92,15 @@ func checkNamespace(namespace, objNamespace string) error {
 	return nil
 }
 
+// checkUpdate is what an update (Update, UpdateStatus) must pass before
+// it is written, on either side; patches skip it.
+func checkUpdate(st *store.Store[*workv1.ManifestWork], namespace string, in *workv1.ManifestWork) error {
+	if err := checkNamespace(namespace, in.Namespace); err != nil {
+		return err
+	}
+	return requireResourceVersion(st, namespace, in)
+}
+
 // requireResourceVersion refuses an update (Update, UpdateStatus) whose
 // object names no resourceVersion, as a kube-apiserver refuses an
 // unconditional update of a custom resource — with the same error, whose

@@ -19,7 +19,10 @@ import (
 // fastStatusHashes decodes {"statusHashes":[{"resourceID":…,"statusHash":…},…]}.
 func fastStatusHashes(data []byte) (StatusHashList, bool) {
 	var l StatusHashList
-	ok := fastList(data, "statusHashes", func(key, value []byte, e *entry) bool {
+	ok := fastList(data, "statusHashes", func(key, value []byte, isNumber bool, e *entry) bool {
+		if isNumber {
+			return false // both are strings
+		}
 		switch string(key) {
 		case "resourceID":
 			e.id = value
@@ -30,11 +33,8 @@ func fastStatusHashes(data []byte) (StatusHashList, bool) {
 		}
 		return true
 	}, func(e *entry) bool {
-		if len(e.id) == 0 || e.number {
+		if len(e.id) == 0 {
 			return false
-		}
-		if e.hash == nil {
-			e.hash = []byte{}
 		}
 		l.StatusHashes = append(l.StatusHashes, StatusHash{ResourceID: string(e.id), StatusHash: string(e.hash)})
 		return true
@@ -46,9 +46,12 @@ func fastStatusHashes(data []byte) (StatusHashList, bool) {
 // {"resourceVersions":[{"resourceID":…,"resourceVersion":N or "N"},…]}.
 func fastResourceVersions(data []byte) (ResourceVersionList, bool) {
 	var l ResourceVersionList
-	ok := fastList(data, "resourceVersions", func(key, value []byte, e *entry) bool {
+	ok := fastList(data, "resourceVersions", func(key, value []byte, isNumber bool, e *entry) bool {
 		switch string(key) {
 		case "resourceID":
+			if isNumber {
+				return false
+			}
 			e.id = value
 		case "resourceVersion":
 			e.version = value
@@ -73,13 +76,13 @@ func fastResourceVersions(data []byte) (ResourceVersionList, bool) {
 // entry is one list entry's values, as they stand in the payload.
 type entry struct {
 	id, hash, version []byte
-	number            bool // a value was a number where a string belongs
 }
 
 // fastList walks {"<name>":[{…},…]}, handing each member of each entry to
-// field (a string's bytes between its quotes, or a number's) and each whole
+// field (a string's bytes between its quotes, or a number's, and which of
+// the two it was) and each whole
 // entry to done. It reports false as soon as anything is outside the shape.
-func fastList(data []byte, name string, field func(key, value []byte, e *entry) bool, done func(*entry) bool) bool {
+func fastList(data []byte, name string, field func(key, value []byte, isNumber bool, e *entry) bool, done func(*entry) bool) bool {
 	i := jsonscan.SkipWS(data, 0)
 	if !expect(data, &i, '{') {
 		return false
@@ -105,10 +108,7 @@ func fastList(data []byte, name string, field func(key, value []byte, e *entry) 
 					if !ok {
 						return false
 					}
-					if isNumber && string(key) != "resourceVersion" {
-						e.number = true
-					}
-					if !field(key, value, &e) {
+					if !field(key, value, isNumber, &e) {
 						return false
 					}
 					if expect(data, &i, '}') {

@@ -310,6 +310,8 @@ func FuzzFastResyncDecoders(f *testing.F) {
 	f.Add([]byte(`{"statusHashes":[]}`))
 	f.Add([]byte(`{"statusHashes":[{"resourceID":"a","resourceID":"b"}]}`))
 	f.Add([]byte(`{"resourceVersions":[{"resourceID":"a","resourceVersion":-0}]}`))
+	f.Add([]byte(`{"resourceVersions":[{"resourceID":5,"resourceVersion":1}]}`))
+	f.Add([]byte(`{"statusHashes":[{"resourceID":"a","statusHash":7}]}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		if fast, ok := fastStatusHashes(data); ok {
 			var slow StatusHashList

@@ -181,7 +181,6 @@ type run struct {
 	t      *testing.T
 	env    env
 	plan   plan
-	seed   uint64
 	churnR *rand.Rand
 	obs    *counter
 	faults map[string]int
@@ -830,7 +829,7 @@ func chaos(t *testing.T, seed uint64, e env) {
 			t.Logf("seed %d failed; replay its operations and faults with:\n\t%s", seed, cmd)
 		}
 	})
-	r := &run{t: t, env: e, plan: p, seed: seed, churnR: stream(seed, streamChurn), obs: &counter{},
+	r := &run{t: t, env: e, plan: p, churnR: stream(seed, streamChurn), obs: &counter{},
 		faults: map[string]int{}, desired: map[string]desiredWork{}, index: map[string]int{}, ops: map[string]int{},
 		agents: map[string]*agent{}, seen: map[string]observed{}}
 	for i := range p.clusters {
@@ -919,11 +918,16 @@ func chaos(t *testing.T, seed uint64, e env) {
 func (r *run) watch(what string, d time.Duration) (stop func()) {
 	t := r.t
 	timer := time.AfterFunc(d, func() {
-		var b strings.Builder
-		_ = pprof.Lookup("goroutine").WriteTo(&b, 2)
-		t.Errorf("still %s after %v; goroutines:\n%s", what, d, b.String())
+		t.Errorf("still %s after %v; goroutines:\n%s", what, d, goroutines())
 	})
 	return func() { timer.Stop() }
+}
+
+// goroutines is every goroutine's stack: what a stuck run was waiting for.
+func goroutines() string {
+	var b strings.Builder
+	_ = pprof.Lookup("goroutine").WriteTo(&b, 2)
+	return b.String()
 }
 
 // await reconciles until the hub and the agents hold what is desired, or
@@ -939,7 +943,7 @@ func (r *run) await(what string, d time.Duration) {
 			return
 		}
 		if now := time.Now(); now.After(deadline) {
-			r.t.Fatalf("%s: not converged after %v: %s", what, d, diff)
+			r.t.Fatalf("%s: not converged after %v: %s\ngoroutines:\n%s", what, d, diff, goroutines())
 		} else if testing.Verbose() && now.After(report) {
 			r.t.Logf("%s: not converged after %v: %s", what, now.Sub(begin).Round(time.Second), diff)
 			report = now.Add(5 * time.Second)
@@ -953,7 +957,7 @@ func (r *run) await(what string, d time.Duration) {
 // in batches), and restarts; agents and the hub restart.
 func TestChaosInMemory(t *testing.T) {
 	seed := runSeed(t)
-	b := memory.NewBroker(memory.WithMaxEventSize(256 << 10))
+	b := memory.NewBroker(memory.WithMaxEventBytes(256 << 10))
 	chaos(t, seed, env{
 		transport: func() (options.Transport, error) { return b.Transport(), nil },
 		faults: []fault{
@@ -982,25 +986,8 @@ func mqttConfig(addr string) mqtt.Config {
 // Over MQTT: the embedded broker behind a proxy that cuts and stalls
 // connections; the broker restarts, and agents and the hub restart.
 func TestChaosOverMQTT(t *testing.T) {
-	seed := runSeed(t)
 	b := mqtttest.NewBroker(t)
-	proxy, err := transporttest.NewProxy(b.Addr())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer proxy.Close()
-	cfg := mqttConfig(proxy.Addr())
-	chaos(t, seed, env{
-		transport: func() (options.Transport, error) { return mqtt.New(cfg, mqtt.WithLogger(logr.Discard())) },
-		faults: []fault{
-			{"broker restart", false, func(r *run, _ string, _ int) {
-				if err := b.Restart(); err != nil {
-					r.t.Fatal(err)
-				}
-			}},
-			cut(proxy), stall(proxy), agentRestart, hubRestart,
-		},
-	})
+	chaosOverMQTT(t, b.Addr(), b.Restart)
 }
 
 // Over a real Mosquitto (a private one, with the queue settings of
@@ -1009,9 +996,19 @@ func TestChaosOverMQTT(t *testing.T) {
 // and the hub restart. Skipped when Mosquitto is not installed, unless
 // WORKWIRE_MQTT_BROKER asks for real-broker tests.
 func TestChaosOverMosquitto(t *testing.T) {
-	seed := runSeed(t)
 	b := mosquitto.Start(t, func(port int) string { return mosquitto.Plain(port, mosquitto.QueueSettings()) })
-	proxy, err := transporttest.NewProxy(b.Addr())
+	chaosOverMQTT(t, b.Addr(), func() error {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		return b.Restart(ctx)
+	})
+}
+
+// chaosOverMQTT runs the chaos test over the MQTT broker at addr, behind a
+// proxy, with restart as the broker restart fault.
+func chaosOverMQTT(t *testing.T, addr string, restart func() error) {
+	seed := runSeed(t)
+	proxy, err := transporttest.NewProxy(addr)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -1021,9 +1018,7 @@ func TestChaosOverMosquitto(t *testing.T) {
 		transport: func() (options.Transport, error) { return mqtt.New(cfg, mqtt.WithLogger(logr.Discard())) },
 		faults: []fault{
 			{"broker restart", false, func(r *run, _ string, _ int) {
-				ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-				defer cancel()
-				if err := b.Restart(ctx); err != nil {
+				if err := restart(); err != nil {
 					r.t.Fatal(err)
 				}
 			}},

@@ -60,7 +60,7 @@ func (c *canonicalizer) value(dst []byte, i, depth int) ([]byte, int, error) {
 		}
 		return c.array(dst, i, depth)
 	case ch == '"':
-		dst, _, end, err := c.str(dst, i)
+		dst, _, end, err := c.str(dst, i, false)
 		return dst, end, err
 	case ch == '-' || ('0' <= ch && ch <= '9'):
 		end, ok := SkipNumber(c.src, i)
@@ -95,7 +95,7 @@ func (c *canonicalizer) object(dst []byte, i, depth int) ([]byte, int, error) {
 		}
 		m := member{start: len(dst)}
 		var err error
-		if dst, m.key, i, err = c.str(dst, i); err != nil {
+		if dst, m.key, i, err = c.str(dst, i, true); err != nil {
 			return nil, i, err
 		}
 		if i = SkipWS(c.src, i); i >= len(c.src) || c.src[i] != ':' {
@@ -179,8 +179,9 @@ func (c *canonicalizer) array(dst []byte, i, depth int) ([]byte, int, error) {
 }
 
 // str appends the string at src[i] as encoding/json writes its decoded
-// value, and returns that value and the index after the string.
-func (c *canonicalizer) str(dst []byte, i int) (out, value []byte, end int, err error) {
+// value, and returns the index after the string and, for a key (kept until
+// its object is sorted), that value.
+func (c *canonicalizer) str(dst []byte, i int, key bool) (out, value []byte, end int, err error) {
 	end, plain, ok := SkipString(c.src, i)
 	if !ok {
 		return nil, nil, end, invalid(end)
@@ -191,7 +192,10 @@ func (c *canonicalizer) str(dst []byte, i int) (out, value []byte, end int, err 
 		return append(dst, token...), inner, end, nil
 	}
 	c.strbuf = AppendUnquoted(c.strbuf[:0], inner)
-	return AppendQuoted(dst, c.strbuf), bytes.Clone(c.strbuf), end, nil
+	if key {
+		value = bytes.Clone(c.strbuf)
+	}
+	return AppendQuoted(dst, c.strbuf), value, end, nil
 }
 
 // unchanged reports whether encoding/json writes the unescaped string s as

@@ -91,7 +91,6 @@ type Store[T Object] struct {
 	history   []Event[T]
 	hmax      int
 	hnext     int // where the next event goes once the ring is at hmax
-	hcount    int // events in the ring
 	watchers  map[*watcher[T]]struct{}
 	draining  map[*watcher[T]]struct{} // ended watches still delivering what they queued
 	snapshots map[string]*snapshot[T]
@@ -422,7 +421,6 @@ func (s *Store[T]) lockWithCopy(namespace, name string) (cur, mine T, ok bool) {
 func (s *Store[T]) record(ev Event[T]) {
 	if len(s.history) < s.hmax {
 		s.history = append(s.history, ev)
-		s.hcount = len(s.history)
 	} else {
 		s.history[s.hnext] = ev
 		s.hnext = (s.hnext + 1) % len(s.history)
@@ -446,11 +444,10 @@ func (s *Store[T]) record(ev Event[T]) {
 // oldestRV returns the resourceVersion of the oldest event in the history,
 // 0 if it is empty.
 func (s *Store[T]) oldestRV() uint64 {
-	if s.hcount == 0 {
+	if len(s.history) == 0 {
 		return 0
 	}
-	i := (s.hnext - s.hcount + len(s.history)) % len(s.history)
-	return s.history[i].RV
+	return s.history[s.hnext].RV
 }
 
 // ListOptions selects objects for List.

@@ -345,8 +345,14 @@ func TestConcurrentUpdatesOfOneObject(t *testing.T) {
 // bookmarkWatch watches namespace c1 with bookmarks.
 func bookmarkWatch(t *testing.T, s *Store[*workv1.ManifestWork], allow bool, timeout time.Duration) watch.Interface {
 	t.Helper()
+	return bookmarkWatchFrom(t, s, s.ResourceVersion(), allow, timeout)
+}
+
+// bookmarkWatchFrom is bookmarkWatch resuming from resourceVersion rv.
+func bookmarkWatchFrom(t *testing.T, s *Store[*workv1.ManifestWork], rv uint64, allow bool, timeout time.Duration) watch.Interface {
+	t.Helper()
 	w, err := s.Watch(WatchOptions[*workv1.ManifestWork]{
-		Namespace: "c1", ResourceVersion: strconv.FormatUint(s.ResourceVersion(), 10),
+		Namespace: "c1", ResourceVersion: strconv.FormatUint(rv, 10),
 		AllowBookmarks: allow, Timeout: timeout,
 		Bookmark: func() *workv1.ManifestWork { return &workv1.ManifestWork{} },
 	})
@@ -395,15 +401,19 @@ func TestPeriodicBookmarks(t *testing.T) {
 func TestTimeoutBookmark(t *testing.T) {
 	t.Parallel()
 	s := newStore(0)
-	with := bookmarkWatch(t, s, true, 200*time.Millisecond)
-	defer with.Stop()
-	without := bookmarkWatch(t, s, false, 200*time.Millisecond)
-	defer without.Stop()
+	_, _ = s.Create(work("c2", "before", nil)) // so the watches resume from a resourceVersion, not "0"
+	from := s.ResourceVersion()
 	_, _ = s.Create(work("c1", "mine", nil))
 	for i := range 10 {
 		_, _ = s.Create(work("c2", fmt.Sprint("w", i), nil))
 	}
 	want := strconv.FormatUint(s.ResourceVersion(), 10)
+	// Resuming from before the writes queues them when the watch starts, so
+	// its timeout cannot come first however slow the machine.
+	with := bookmarkWatchFrom(t, s, from, true, 200*time.Millisecond)
+	defer with.Stop()
+	without := bookmarkWatchFrom(t, s, from, false, 200*time.Millisecond)
+	defer without.Stop()
 	// The watch without bookmarks ends at its timeout (what it had not
 	// delivered by then is dropped, as before) and never sends one.
 	for ev := range without.ResultChan() {

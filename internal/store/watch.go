@@ -90,6 +90,7 @@ func (s *Store[T]) Watch(o WatchOptions[T]) (watch.Interface, error) {
 			return true
 		})
 		slices.SortFunc(objs, byKey)
+		w.sentRV = s.rv // the list is the state at s.rv
 		w.pending = make([]pendingEvent[T], 0, len(objs)+1)
 		for _, obj := range objs {
 			// Stored objects, copied as they are delivered (see run).
@@ -100,7 +101,6 @@ func (s *Store[T]) Watch(o WatchOptions[T]) (watch.Interface, error) {
 			b.SetResourceVersion(strconv.FormatUint(s.rv, 10))
 			b.SetAnnotations(map[string]string{metav1.InitialEventsAnnotationKey: "true"})
 			w.pending = append(w.pending, pendingEvent[T]{typ: watch.Bookmark, obj: &sharedObject[T]{obj: b}})
-			w.sentRV = s.rv
 		}
 	} else {
 		w.sentRV = from
@@ -112,8 +112,8 @@ func (s *Store[T]) Watch(o WatchOptions[T]) (watch.Interface, error) {
 				s.mu.Unlock()
 				return nil, apierrors.NewResourceExpired(fmt.Sprintf("too old resource version: %d (%d)", from, oldest-1))
 			}
-			for i := range s.hcount {
-				ev := s.history[(s.hnext-s.hcount+i+len(s.history))%len(s.history)]
+			for i := range len(s.history) {
+				ev := s.history[(s.hnext+i)%len(s.history)]
 				if ev.RV > from {
 					if typ, ok := w.translate(ev); ok {
 						w.pending = append(w.pending, pendingEvent[T]{typ: typ, obj: &sharedObject[T]{obj: ev.Object, copy: s.share}})

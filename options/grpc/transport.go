@@ -572,6 +572,10 @@ func (t *Transport) wants(r options.Route) bool {
 	return false
 }
 
+// MaxEventBytes returns the largest publish request Send sends:
+// Config.MaxEventBytes or its default.
+func (t *Transport) MaxEventBytes() int { return t.maxEvent }
+
 // Send publishes evt on route and waits for the broker to accept it. An
 // event whose publish request exceeds Config.MaxEventBytes fails with
 // options.ErrTooLarge without being sent; while the broker cannot be

@@ -13,16 +13,23 @@ import (
 	"github.com/workwire/sdk-go/options/kafka"
 )
 
-func TestLoadConfig(t *testing.T) {
-	t.Parallel()
+// fileWriter returns a func that writes a file of that name and text in a
+// directory of t's, and returns its path.
+func fileWriter(t *testing.T) func(name, text string) string {
 	dir := t.TempDir()
-	write := func(name, text string) string {
+	return func(name, text string) string {
+		t.Helper()
 		p := filepath.Join(dir, name)
 		if err := os.WriteFile(p, []byte(text), 0o600); err != nil {
 			t.Fatal(err)
 		}
 		return p
 	}
+}
+
+func TestLoadConfig(t *testing.T) {
+	t.Parallel()
+	write := fileWriter(t)
 	want := kafka.Config{
 		Brokers:     []string{"kafka-0.example:9093", "kafka-1.example:9093"},
 		ClientID:    "hub-1",
@@ -99,7 +106,7 @@ reconnectMaxBackoff: 1m
 	if _, err := kafka.LoadConfig(write("invalid.yaml", "brokers: [nohost]\n")); err == nil || !strings.Contains(err.Error(), "invalid.yaml") {
 		t.Errorf("invalid config: %v, want the file named", err)
 	}
-	if _, err := kafka.LoadConfig(filepath.Join(dir, "missing.yaml")); err == nil {
+	if _, err := kafka.LoadConfig(filepath.Join(t.TempDir(), "missing.yaml")); err == nil {
 		t.Error("LoadConfig of a missing file succeeded")
 	}
 }
@@ -176,14 +183,7 @@ func TestTopicsAndKeys(t *testing.T) {
 
 func TestSASLPasswordFileConfig(t *testing.T) {
 	t.Parallel()
-	dir := t.TempDir()
-	write := func(name, text string) string {
-		p := filepath.Join(dir, name)
-		if err := os.WriteFile(p, []byte(text), 0o600); err != nil {
-			t.Fatal(err)
-		}
-		return p
-	}
+	write := fileWriter(t)
 	secret := write("password", "s3cret\n") // as kubectl create secret --from-file keeps an editor's newline
 	for _, name := range []string{"kafka.yaml", "kafka.json"} {
 		text := "brokers: [127.0.0.1:9092]\nsasl:\n  mechanism: SCRAM-SHA-256\n  username: hub\n  passwordFile: " + secret + "\n"
@@ -204,6 +204,7 @@ func TestSASLPasswordFileConfig(t *testing.T) {
 	}
 
 	empty := write("empty", "\n")
+	missing := filepath.Join(filepath.Dir(empty), "nope")
 	for _, tt := range []struct {
 		name string
 		sasl kafka.SASLConfig
@@ -211,7 +212,7 @@ func TestSASLPasswordFileConfig(t *testing.T) {
 	}{
 		{"both", kafka.SASLConfig{Mechanism: kafka.SASLPlain, Username: "u", Password: "p", PasswordFile: secret}, "password and passwordFile are both set"},
 		{"neither", kafka.SASLConfig{Mechanism: kafka.SASLPlain, Username: "u"}, "password or passwordFile is required"},
-		{"missing file", kafka.SASLConfig{Mechanism: kafka.SASLPlain, Username: "u", PasswordFile: filepath.Join(dir, "nope")}, "sasl: passwordFile: open " + filepath.Join(dir, "nope")},
+		{"missing file", kafka.SASLConfig{Mechanism: kafka.SASLPlain, Username: "u", PasswordFile: missing}, "sasl: passwordFile: open " + missing},
 		{"empty file", kafka.SASLConfig{Mechanism: kafka.SASLPlain, Username: "u", PasswordFile: empty}, "sasl: passwordFile " + empty + " is empty"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {

@@ -297,7 +297,6 @@ func (h *groupHandler) ready() {
 	due := h.due
 	h.due = resyncNone
 	h.mu.Unlock()
-	h.t.stats.sessions.Add(1)
 	switch due {
 	case resyncConnect:
 		h.t.stats.connects.Add(1)
@@ -307,6 +306,8 @@ func (h *groupHandler) ready() {
 		h.t.log.V(2).Info("the rebalance gave this member partitions it did not read; resyncing", "group", h.plan.groupID)
 		h.t.recv.Connected()
 	}
+	// Counted last: a session Stats shows has told the receiver already.
+	h.t.stats.sessions.Add(1)
 	h.joinedOnce.Do(func() { close(h.joined) })
 }
 

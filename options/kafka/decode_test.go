@@ -310,6 +310,7 @@ func TestDecodeErrorsNameWhatWasWrong(t *testing.T) {
 		{"no id", rec("x", "ce_specversion", "1.0", "ce_source", "s", "ce_type", "t"), "invalid CloudEvent: binary mode: id:"},
 		{"structured, broken JSON", rec("{", "content-type", "application/cloudevents+json"), `structured mode (content-type "application/cloudevents+json"):`},
 		{"structured, no type", rec(`{"specversion":"1.0","id":"1","source":"s"}`, "Content-Type", "application/cloudevents+json; charset=utf-8"), "invalid CloudEvent: structured mode"},
+		{"structured, upper-case extension", rec(`{"specversion":"0.3","id":"1","source":"s","type":"t","Ext":"x"}`, "content-type", "application/cloudevents+json"), `extension "Ext": attribute names are lower-case letters and digits only`},
 		{"nil header skipped", &sarama.ConsumerMessage{Value: []byte("x"), Headers: append([]*sarama.RecordHeader{nil}, rec("", valid...).Headers...)}, ""},
 		{"other headers ignored", rec("x", append(slices.Clone(valid), SourceHeader, "hub", "traceparent", "00-x")...), ""},
 	} {

@@ -88,16 +88,14 @@ func TestStartCloseRace(t *testing.T) {
 			select {
 			case err = <-result:
 			default:
-				// Close returned first: Start had not begun (its goroutine
-				// had not run yet), so it must find the transport closed.
+				// Close returned first: Start had not begun, or it had
+				// returned and its goroutine had not passed on the result
+				// yet. Either way the switch below holds.
 				late++
 				select {
 				case err = <-result:
 				case <-time.After(wait):
 					t.Fatalf("iteration %d: Start did not return", i)
-				}
-				if !errors.Is(err, options.ErrClosed) {
-					t.Fatalf("iteration %d: Start returned %v after Close had returned, want ErrClosed", i, err)
 				}
 			}
 			cancel()
@@ -126,7 +124,7 @@ func TestStartCloseRace(t *testing.T) {
 				t.Fatalf("iteration %d: Start after Close: %v, want ErrClosed", i, err)
 			}
 		}
-		t.Logf("Start takes about %v; %d Starts succeeded, %d saw the Close (%d began after it)", span/2, succeeded, closed, late)
+		t.Logf("Start takes about %v; %d Starts succeeded, %d saw the Close (%d reported after it returned)", span/2, succeeded, closed, late)
 		if err := goleak.Find(ignore, goleak.IgnoreTopFunction("github.com/rcrowley/go-metrics.(*meterArbiter).tick")); err != nil {
 			t.Error(err)
 		}

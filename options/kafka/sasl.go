@@ -2,7 +2,6 @@ package kafka
 
 import (
 	"bufio"
-	"context"
 	"crypto/tls"
 	"encoding/binary"
 	"errors"
@@ -50,43 +49,39 @@ const filePasswordPlaceholder = "(read from passwordFile)"
 type plainDialer struct {
 	user     string
 	password func() (string, error)
-	tls      *tls.Config // nil: plain TCP
-	timeout  time.Duration
-	clientID string
+	tls      *tls.Config    // nil: plain TCP
+	sarama   *sarama.Config // read at each dial: its client ID and Net's dial settings, as tuned
 }
 
-// Dial implements sarama's proxy dialer (golang.org/x/net/proxy.Dialer).
+// Dial implements sarama's proxy dialer (golang.org/x/net/proxy.Dialer):
+// it connects to addr within the config's DialTimeout for the connect, the
+// TLS handshake and the authentication together.
 func (d *plainDialer) Dial(network, addr string) (net.Conn, error) {
-	return d.DialContext(context.Background(), network, addr)
-}
-
-// DialContext connects to addr, within d.timeout for the connect, the TLS
-// handshake and the authentication together.
-func (d *plainDialer) DialContext(ctx context.Context, network, addr string) (net.Conn, error) {
 	password, err := d.password()
 	if err != nil {
 		return nil, fmt.Errorf("sasl: %w", err)
 	}
-	ctx, cancel := context.WithTimeout(ctx, d.timeout)
-	defer cancel()
-	conn, err := (&net.Dialer{}).DialContext(ctx, network, addr)
+	n := d.sarama.Net
+	dialer := net.Dialer{KeepAlive: n.KeepAlive, LocalAddr: n.LocalAddr}
+	var deadline time.Time
+	if n.DialTimeout > 0 {
+		deadline = time.Now().Add(n.DialTimeout)
+		dialer.Deadline = deadline
+	}
+	conn, err := dialer.Dial(network, addr)
 	if err != nil {
 		return nil, err
 	}
-	// Cancelling ctx (the timeout) interrupts the exchange below.
-	stop := context.AfterFunc(ctx, func() { _ = conn.SetDeadline(time.Unix(1, 0)) })
-	conn, err = d.handshake(ctx, conn, addr, password)
-	if !stop() || err != nil {
+	_ = conn.SetDeadline(deadline)
+	if conn, err = d.handshake(conn, addr, password); err != nil {
 		_ = conn.Close()
-		if err == nil {
-			err = ctx.Err()
-		}
 		return nil, fmt.Errorf("connect to %s: %w", addr, err)
 	}
+	_ = conn.SetDeadline(time.Time{})
 	return conn, nil
 }
 
-func (d *plainDialer) handshake(ctx context.Context, conn net.Conn, addr, password string) (net.Conn, error) {
+func (d *plainDialer) handshake(conn net.Conn, addr, password string) (net.Conn, error) {
 	if d.tls != nil {
 		cfg := d.tls.Clone()
 		if cfg.ServerName == "" {
@@ -94,12 +89,12 @@ func (d *plainDialer) handshake(ctx context.Context, conn net.Conn, addr, passwo
 			cfg.ServerName, _, _ = net.SplitHostPort(addr)
 		}
 		tc := tls.Client(conn, cfg)
-		if err := tc.HandshakeContext(ctx); err != nil {
+		if err := tc.Handshake(); err != nil {
 			return conn, err
 		}
 		conn = tc
 	}
-	return conn, saslPlain(conn, d.clientID, d.user, password)
+	return conn, saslPlain(conn, d.sarama.ClientID, d.user, password)
 }
 
 // Kafka API keys and the versions saslPlain speaks.

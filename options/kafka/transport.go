@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -84,8 +85,8 @@ type Transport struct {
 
 // Stats counts how often a transport told its receiver Connected, and why,
 // for metrics and tests. Each rebalance of a consumer group ends every
-// member's session; Sessions minus Connects minus RebalanceResyncs is how
-// many sessions began without costing a resync.
+// member's session; a session that cost neither a Connect nor a
+// RebalanceResync resumed where the last one stopped.
 type Stats struct {
 	// Sessions is how many consumer group sessions reached the point where
 	// every partition assigned to this member is being read: the first
@@ -101,6 +102,10 @@ type Stats struct {
 	// rebalances cost.
 	RebalanceResyncs uint64
 }
+
+// MaxEventBytes returns the largest event Send sends: Config.MaxEventBytes
+// or its default.
+func (t *Transport) MaxEventBytes() int { return t.maxBytes }
 
 // Stats returns the transport's counters. It is goroutine-safe and does
 // not block.
@@ -168,10 +173,7 @@ func (t *Transport) saramaConfig(producer bool) (*sarama.Config, error) {
 		// connection: the dialer authenticates each one itself instead,
 		// with the file read then, and does TLS under it.
 		sc.Net.Proxy.Enable = true
-		sc.Net.Proxy.Dialer = &plainDialer{
-			user: s.Username, password: s.readPassword, tls: sc.Net.TLS.Config,
-			timeout: sc.Net.DialTimeout, clientID: sc.ClientID,
-		}
+		sc.Net.Proxy.Dialer = &plainDialer{user: s.Username, password: s.readPassword, tls: sc.Net.TLS.Config, sarama: sc}
 		sc.Net.TLS.Enable, sc.Net.TLS.Config = false, nil
 	} else if s != nil {
 		sc.Net.SASL.Enable = true
@@ -567,7 +569,8 @@ func decode(m *sarama.ConsumerMessage) (evt *cloudevents.Event, err error) {
 	contentType := string(headers[contentTypeHeader])
 	var msg binding.MessageReader
 	mode := "binary mode"
-	if format.Lookup(contentType) != nil {
+	structured := format.Lookup(contentType) != nil
+	if structured {
 		// The binding's structured reader; like the binding, a CloudEvents
 		// content type wins over ce_ headers.
 		msg = kafka_sarama.NewMessage(m.Value, contentType, headers)
@@ -587,7 +590,28 @@ func decode(m *sarama.ConsumerMessage) (evt *cloudevents.Event, err error) {
 	if err := evt.Validate(); err != nil {
 		return nil, fmt.Errorf("invalid CloudEvent: %s: %w", mode, err)
 	}
+	if structured {
+		// The SDK's 0.3 events take any extension name from JSON (binary
+		// mode's names are checked above); a header cannot carry upper
+		// case, so such an event would change on its way on.
+		var bad []string
+		for name := range evt.Extensions() {
+			if !isAttributeName(name) {
+				bad = append(bad, strconv.Quote(name))
+			}
+		}
+		if len(bad) > 0 {
+			slices.Sort(bad)
+			return nil, fmt.Errorf("invalid CloudEvent: %s: extension %s: attribute names are lower-case letters and digits only", mode, strings.Join(bad, ", "))
+		}
+	}
 	return evt, nil
+}
+
+// isAttributeName reports whether name is a CloudEvents attribute name:
+// lower-case ASCII letters and digits, at least one.
+func isAttributeName(name string) bool {
+	return name != "" && strings.IndexFunc(name, func(r rune) bool { return (r < 'a' || r > 'z') && (r < '0' || r > '9') }) < 0
 }
 
 // ceSpecs are the CloudEvents versions with their binary-mode header names.
@@ -684,7 +708,7 @@ func checkBinaryHeaders(headers map[string][]byte, names map[string]string) erro
 		if !ok {
 			continue
 		}
-		if name == "" || strings.IndexFunc(name, func(r rune) bool { return (r < 'a' || r > 'z') && (r < '0' || r > '9') }) >= 0 {
+		if !isAttributeName(name) {
 			errs = append(errs, fmt.Errorf("header %q: attribute names are letters and digits only", names[k]))
 		}
 	}

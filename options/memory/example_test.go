@@ -39,9 +39,9 @@ func ExampleNewBroker() {
 
 // A broker with a size limit refuses larger events at Send, as a real
 // broker with a packet size limit does; the events after it go through.
-func ExampleWithMaxEventSize() {
+func ExampleWithMaxEventBytes() {
 	ctx := context.Background()
-	b := memory.NewBroker(memory.WithMaxEventSize(1024))
+	b := memory.NewBroker(memory.WithMaxEventBytes(1024))
 	hub := b.Transport()
 	_ = hub.Start(ctx, nil, transporttest.NewRecorder())
 	defer hub.Close(ctx)

@@ -3,7 +3,7 @@
 // test code built on workwire's clients without a network; Disconnect,
 // Reconnect and Broker.Restart simulate connection loss, SetFaults makes
 // the broker drop, duplicate, reorder and delay events, with choices drawn
-// from a seed, and WithMaxEventSize gives it a size limit, as real brokers
+// from a seed, and WithMaxEventBytes gives it a size limit, as real brokers
 // have, so that Send fails with options.ErrTooLarge.
 //
 // Events cross the broker as CloudEvents JSON, so what a receiver gets has
@@ -14,6 +14,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"sync"
 	"time"
 
@@ -26,8 +27,8 @@ import (
 // is not usable: call NewBroker.
 type Broker struct {
 	mu      sync.Mutex
-	clients map[*Transport]struct{}
-	maxSize int // bytes of an event's JSON; 0 = no limit
+	clients []*Transport // in the order they started: a seed replays fates per subscriber
+	maxSize int          // bytes of an event's JSON; 0 = no limit
 
 	faultMu sync.Mutex
 	faults  Faults
@@ -38,12 +39,12 @@ type Broker struct {
 // BrokerOption configures a Broker at NewBroker.
 type BrokerOption func(*Broker)
 
-// WithMaxEventSize makes Send fail with options.ErrTooLarge, without
+// WithMaxEventBytes makes Send fail with options.ErrTooLarge, without
 // delivering anything, for an event whose encoding on this broker's wire
 // (its CloudEvents JSON) is larger than n bytes; the events sent after it
-// are not held up. Default 0: no limit. Broker.SetMaxEventSize changes it
+// are not held up. Default 0: no limit. Broker.SetMaxEventBytes changes it
 // later.
-func WithMaxEventSize(n int) BrokerOption {
+func WithMaxEventBytes(n int) BrokerOption {
 	return func(b *Broker) { b.maxSize = max(n, 0) }
 }
 
@@ -88,22 +89,22 @@ type FaultStats struct {
 // NewBroker returns an empty broker, with no faults and no size limit
 // unless options say otherwise.
 func NewBroker(opts ...BrokerOption) *Broker {
-	b := &Broker{clients: make(map[*Transport]struct{})}
+	b := &Broker{}
 	for _, o := range opts {
 		o(b)
 	}
 	return b
 }
 
-// SetMaxEventSize sets the size limit of WithMaxEventSize from now on; 0
+// SetMaxEventBytes sets the size limit of WithMaxEventBytes from now on; 0
 // removes it. It is goroutine-safe.
-func (b *Broker) SetMaxEventSize(n int) {
+func (b *Broker) SetMaxEventBytes(n int) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.maxSize = max(n, 0)
 }
 
-func (b *Broker) maxEventSize() int {
+func (b *Broker) maxEventBytes() int {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.maxSize
@@ -131,11 +132,7 @@ func (b *Broker) Restart() {
 func (b *Broker) snapshot() []*Transport {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	out := make([]*Transport, 0, len(b.clients))
-	for t := range b.clients {
-		out = append(out, t)
-	}
-	return out
+	return slices.Clone(b.clients)
 }
 
 // SetFaults makes the broker inject faults from now on; the zero Faults
@@ -277,15 +274,19 @@ func (t *Transport) Start(ctx context.Context, subs []options.Subscription, r op
 	t.mu.Unlock()
 
 	t.broker.mu.Lock()
-	t.broker.clients[t] = struct{}{}
+	t.broker.clients = append(t.broker.clients, t)
 	t.broker.mu.Unlock()
 	t.wg.Add(1)
 	go t.deliverLoop()
 	return nil
 }
 
+// MaxEventBytes returns the broker's size limit (WithMaxEventBytes), 0 for
+// none.
+func (t *Transport) MaxEventBytes() int { return t.broker.maxEventBytes() }
+
 // Send routes evt to every transport subscribed to route. An event larger
-// than the broker's size limit (WithMaxEventSize) fails with an error
+// than the broker's size limit (WithMaxEventBytes) fails with an error
 // wrapping options.ErrTooLarge and reaches nobody. Send does not wait for
 // delivery; it is goroutine-safe.
 func (t *Transport) Send(ctx context.Context, route options.Route, evt *cloudevents.Event) error {
@@ -305,7 +306,7 @@ func (t *Transport) Send(ctx context.Context, route options.Route, evt *cloudeve
 	if err != nil {
 		return fmt.Errorf("memory transport: encode: %w", err)
 	}
-	if limit := t.broker.maxEventSize(); limit > 0 && len(data) > limit {
+	if limit := t.broker.maxEventBytes(); limit > 0 && len(data) > limit {
 		return fmt.Errorf("memory transport: event %s of type %s: %w: %d bytes, limit %d", evt.ID(), evt.Type(), options.ErrTooLarge, len(data), limit)
 	}
 	t.broker.route(route, data)
@@ -348,7 +349,7 @@ func (t *Transport) Reconnect() {
 // Close stops delivery and waits for it. It is idempotent.
 func (t *Transport) Close(ctx context.Context) error {
 	t.broker.mu.Lock()
-	delete(t.broker.clients, t)
+	t.broker.clients = slices.DeleteFunc(t.broker.clients, func(c *Transport) bool { return c == t })
 	t.broker.mu.Unlock()
 	t.mu.Lock()
 	t.closed, t.connected = true, false

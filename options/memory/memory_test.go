@@ -26,8 +26,8 @@ func TestConformance(t *testing.T) {
 		New: func(*testing.T) options.Transport { return b.Transport() },
 		// The limit is the broker's, as on a real one: set for the subtest.
 		NewLimited: func(t *testing.T, limit int) options.Transport {
-			b.SetMaxEventSize(limit)
-			t.Cleanup(func() { b.SetMaxEventSize(0) })
+			b.SetMaxEventBytes(limit)
+			t.Cleanup(func() { b.SetMaxEventBytes(0) })
 			return b.Transport()
 		},
 		Restart: func(*testing.T) { b.Restart() },
@@ -203,8 +203,8 @@ func TestFaultsReproducibleFromSeed(t *testing.T) {
 	}
 }
 
-func TestMaxEventSize(t *testing.T) {
-	b := memory.NewBroker(memory.WithMaxEventSize(2048))
+func TestMaxEventBytes(t *testing.T) {
+	b := memory.NewBroker(memory.WithMaxEventBytes(2048))
 	hub, rec := pair(t, b)
 	big := transporttest.NewEvent("big", "spec.update_request")
 	if err := big.SetData(cloudevents.ApplicationJSON, map[string]string{"pad": strings.Repeat("x", 4096)}); err != nil {
@@ -221,7 +221,7 @@ func TestMaxEventSize(t *testing.T) {
 	if id := rec.Deliveries()[0].Event.ID(); id != "small" {
 		t.Errorf("delivered %s", id)
 	}
-	b.SetMaxEventSize(0)
+	b.SetMaxEventBytes(0)
 	if err := hub.Send(context.Background(), specRoute, big); err != nil {
 		t.Errorf("without a limit: %v", err)
 	}

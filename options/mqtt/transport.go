@@ -105,6 +105,15 @@ func New(cfg Config, opts ...Option) (*Transport, error) {
 // ClientID returns the MQTT client ID the transport connects with.
 func (t *Transport) ClientID() string { return t.clientID }
 
+// MaxEventBytes returns the largest event Send sends: Config.MaxEventBytes,
+// or the broker's maximum packet size once it announced a lower one; 0 if
+// neither is known yet.
+func (t *Transport) MaxEventBytes() int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.limit(t.maxPacket)
+}
+
 // Start connects, subscribes to subs and then keeps the connection up until
 // Close. It retries the first connection with backoff until ctx ends, except
 // when the broker refuses the credentials or a subscription, which it

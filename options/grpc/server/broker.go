@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"sync/atomic"
 
@@ -24,19 +25,14 @@ type queued struct {
 	size     int64
 }
 
-// newQueued wraps pbe, routed by route, for the subscribers' queues.
-func newQueued(route options.Route, pbe *pb.CloudEvent) queued {
+// newQueued wraps pbe, routed by route, for the subscribers' queues; dt is
+// its data type, zero when its type names none.
+func newQueued(route options.Route, pbe *pb.CloudEvent, dt types.DataType) queued {
 	msg := eventMessage(route, pbe)
 	q := queued{msg: msg, cluster: route.Cluster, size: int64(proto.Size(msg))}
-	if et, err := types.ParseEventType(pbe.GetType()); err == nil {
-		q.dataType, q.key = et.DataType.String(), et.DataType.Singular()
+	if !dt.IsZero() {
+		q.dataType, q.key = dt.String(), dt.Singular()
 	}
-	return q
-}
-
-// of labels and filters q by dt, the data type of the Service it came from.
-func (q queued) of(dt types.DataType) queued {
-	q.dataType, q.key = dt.String(), dt.Singular()
 	return q
 }
 
@@ -44,9 +40,9 @@ func (q queued) of(dt types.DataType) queued {
 // publishers only ever offer to it without blocking.
 type subscriber struct {
 	id        uint64
-	source    string // a source's subscription
-	cluster   string // an agent's subscription
-	dataTypes []string
+	source    string                  // a source's subscription
+	cluster   string                  // an agent's subscription
+	dataTypes []types.DataType        // as subscribed; none: every data type
 	accepts   map[types.DataType]bool // singular forms; nil: every data type
 	identity  Identity
 
@@ -55,6 +51,7 @@ type subscriber struct {
 	bytes    atomic.Int64  // the sizes of what queue holds or is promised to
 	room     chan struct{} // a token after each dequeue, for offerWait
 	gone     chan struct{} // closed when the subscriber fell behind
+	why      string        // which bound it passed; set before gone closes
 	goneOnce sync.Once
 	dropped  atomic.Bool
 
@@ -64,17 +61,17 @@ type subscriber struct {
 	state *agentWork // the worker's own
 }
 
-// newSubscriber returns the subscriber of req, whose data types must parse
-// (see parseDataTypes).
-func newSubscriber(id uint64, req *protocol.SubscriptionRequest, identity Identity, queueSize, queueBytes int, served bool) *subscriber {
+// newSubscriber returns the subscriber of req, which subscribed to dts
+// (req's data types, parsed: see parseDataTypes).
+func newSubscriber(id uint64, req *protocol.SubscriptionRequest, dts []types.DataType, identity Identity, queueSize, queueBytes int, served bool) *subscriber {
 	s := &subscriber{
-		id: id, source: req.GetSource(), cluster: req.GetClusterName(), dataTypes: req.GetDataTypes(), identity: identity,
+		id: id, source: req.GetSource(), cluster: req.GetClusterName(), dataTypes: dts, identity: identity,
 		queue:    make(chan queued, queueSize),
 		maxBytes: int64(queueBytes),
 		room:     make(chan struct{}, 1),
 		gone:     make(chan struct{}),
 	}
-	if dts, err := parseDataTypes(req.GetDataTypes()); err == nil && len(dts) > 0 {
+	if len(dts) > 0 {
 		s.accepts = make(map[types.DataType]bool, len(dts))
 		for _, dt := range dts {
 			s.accepts[dt.Singular()] = true
@@ -104,7 +101,7 @@ func parseDataTypes(names []string) ([]types.DataType, error) {
 // whose type names no data type reaches every subscriber of its route,
 // whose client reports it as malformed.
 func (s *subscriber) wants(q queued) bool {
-	return s.accepts == nil || q.key == (types.DataType{}) || s.accepts[q.key]
+	return s.accepts == nil || q.key.IsZero() || s.accepts[q.key]
 }
 
 // reserve counts size bytes as queued if they fit: an empty queue takes
@@ -135,9 +132,10 @@ func (s *subscriber) dequeued(q queued) {
 // It empties the queue at once: the handler may be blocked sending to a
 // client that stopped reading, and what waits behind must not stay in
 // memory until that client reads again or its connection dies.
-func (s *subscriber) drop() {
+func (s *subscriber) drop(why string) {
 	s.dropped.Store(true)
 	s.goneOnce.Do(func() {
+		s.why = why
 		close(s.gone)
 		for {
 			select {
@@ -158,7 +156,7 @@ func (s *subscriber) offer(q queued) bool {
 		return false
 	}
 	if !s.reserve(q.size) {
-		s.drop()
+		s.drop(fmt.Sprintf("more than %d bytes queued", s.maxBytes))
 		return false
 	}
 	select {
@@ -166,7 +164,7 @@ func (s *subscriber) offer(q queued) bool {
 		return true
 	default: // intentional: overflow drops the subscriber, not the event silently
 		s.bytes.Add(-q.size)
-		s.drop()
+		s.drop(fmt.Sprintf("more than %d events queued", cap(s.queue)))
 		return false
 	}
 }
@@ -212,7 +210,7 @@ func (s *subscriber) schedule(f func(context.Context)) {
 	select {
 	case s.work <- f:
 	default: // intentional: see offer
-		s.drop()
+		s.drop(fmt.Sprintf("more than %d resync answers queued", cap(s.work)))
 	}
 }
 

@@ -19,7 +19,7 @@ func sized(size int64) queued { return queued{msg: &protocol.SubscriptionRespons
 func TestSubscriberQueueBounds(t *testing.T) {
 	t.Parallel()
 	newSub := func(count, bytes int) *subscriber {
-		return newSubscriber(1, &protocol.SubscriptionRequest{ClusterName: "c"}, Identity{}, count, bytes, false)
+		return newSubscriber(1, &protocol.SubscriptionRequest{ClusterName: "c"}, nil, Identity{}, count, bytes, false)
 	}
 
 	s := newSub(10, 100)
@@ -56,9 +56,22 @@ func TestSubscriberQueueBounds(t *testing.T) {
 // subscriber, and gives up when the subscriber is gone.
 func TestOfferWaitWaitsForBytes(t *testing.T) {
 	t.Parallel()
-	s := newSubscriber(1, &protocol.SubscriptionRequest{ClusterName: "c"}, Identity{}, 10, 100, false)
+	s := newSubscriber(1, &protocol.SubscriptionRequest{ClusterName: "c"}, nil, Identity{}, 10, 100, false)
 	if !s.offer(sized(80)) {
 		t.Fatal("offer refused")
+	}
+	if s.reserve(80) {
+		t.Fatal("reserved past the byte bound")
+	}
+	// Without room, offerWait waits: here until its context ends, queueing
+	// and counting nothing.
+	cancelled, stop := context.WithCancel(context.Background())
+	stop()
+	if err := s.offerWait(cancelled, sized(80)); !errors.Is(err, context.Canceled) {
+		t.Fatalf("offerWait without room, its context cancelled: %v, want context.Canceled", err)
+	}
+	if len(s.queue) != 1 || s.bytes.Load() != 80 {
+		t.Fatalf("after a cancelled offerWait: %d queued, %d bytes; want 1 and 80", len(s.queue), s.bytes.Load())
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -78,7 +91,7 @@ func TestOfferWaitWaitsForBytes(t *testing.T) {
 	}
 
 	go func() { done <- s.offerWait(ctx, sized(80)) }()
-	s.drop()
+	s.drop("test")
 	if err := <-done; !errors.Is(err, errSubscriberGone) {
 		t.Errorf("offerWait on a dropped subscriber: %v, want errSubscriberGone", err)
 	}
@@ -90,9 +103,13 @@ func TestSubscriberWantsItsDataTypes(t *testing.T) {
 	t.Parallel()
 	const works = "io.open-cluster-management.works.v1alpha1.manifestbundles"
 	route := options.Route{Role: options.RoleSpec, Source: "s", Cluster: "c"}
-	q := func(typ string) queued { return newQueued(route, &pb.CloudEvent{Type: typ}) }
-	some := newSubscriber(1, &protocol.SubscriptionRequest{ClusterName: "c", DataTypes: []string{works}}, Identity{}, 1, 1, false)
-	all := newSubscriber(2, &protocol.SubscriptionRequest{ClusterName: "c"}, Identity{}, 1, 1, false)
+	q := func(typ string) queued { return newQueued(route, &pb.CloudEvent{Type: typ}, eventDataType(typ)) }
+	dts, err := parseDataTypes([]string{works})
+	if err != nil {
+		t.Fatal(err)
+	}
+	some := newSubscriber(1, &protocol.SubscriptionRequest{ClusterName: "c", DataTypes: []string{works}}, dts, Identity{}, 1, 1, false)
+	all := newSubscriber(2, &protocol.SubscriptionRequest{ClusterName: "c"}, nil, Identity{}, 1, 1, false)
 	for _, tc := range []struct {
 		typ       string
 		some, all bool

@@ -247,7 +247,7 @@ func (s *Server) Serve(ctx context.Context, lis net.Listener) error {
 // malformed events with it). It returns how many subscribers it reached; it
 // never blocks.
 func (s *Server) Route(route options.Route, evt *pb.CloudEvent) int {
-	return s.reg.route(route, newQueued(route, evt))
+	return s.reg.route(route, newQueued(route, evt, eventDataType(evt.GetType())))
 }
 
 // instance is the service one Serve registers; stopping ends its streams.
@@ -257,14 +257,22 @@ type instance struct {
 	stopping chan struct{}
 }
 
-// dataTypeLabel is the data type of an event type, for metrics and
-// authorization; "" for a malformed type.
-func dataTypeLabel(eventType string) string {
+// eventDataType is the data type of an event type; zero for a malformed
+// type.
+func eventDataType(eventType string) types.DataType {
 	et, err := types.ParseEventType(eventType)
 	if err != nil {
+		return types.DataType{}
+	}
+	return et.DataType
+}
+
+// label is dt as metrics and authorization name it: "" for none.
+func label(dt types.DataType) string {
+	if dt.IsZero() {
 		return ""
 	}
-	return et.DataType.String()
+	return dt.String()
 }
 
 // Publish implements protocol.CloudEventServiceServer.
@@ -292,10 +300,10 @@ func (in *instance) Publish(ctx context.Context, req *protocol.PublishRequest) (
 		return nil, err
 	}
 	pbe := req.GetEvent()
-	if err := s.authorize(ctx, id, Request{Verb: VerbPublish, Role: route.Role, Source: route.Source, Cluster: route.Cluster, DataType: dt}); err != nil {
+	if err := s.authorize(ctx, id, Request{Verb: VerbPublish, Role: route.Role, Source: route.Source, Cluster: route.Cluster, DataType: label(dt)}); err != nil {
 		return nil, err
 	}
-	labels.cluster, labels.dataType = route.Cluster, dt
+	labels.cluster, labels.dataType = route.Cluster, label(dt)
 	if s.metrics != nil {
 		s.metrics.ceCall(labels)
 		s.metrics.ceReceived(labels)
@@ -303,13 +311,13 @@ func (in *instance) Publish(ctx context.Context, req *protocol.PublishRequest) (
 	if err := checkClusterName(route, pbe); err != nil {
 		return nil, err
 	}
-	if dt != "" && len(s.bindings) > 0 {
-		handled, err := s.publishToService(ctx, route, pbe)
+	if !dt.IsZero() && len(s.bindings) > 0 {
+		handled, err := s.publishToService(ctx, route, pbe, dt)
 		if err != nil || handled {
 			return &protocol.PublishResponse{}, err
 		}
 	}
-	n := s.reg.route(route, newQueued(route, pbe))
+	n := s.reg.route(route, newQueued(route, pbe, dt))
 	if log := s.log.V(4); log.Enabled() {
 		log.Info("routed", "id", pbe.GetId(), "type", pbe.GetType(), "route", route, "subscribers", n, "user", id.User)
 	}
@@ -319,12 +327,12 @@ func (in *instance) Publish(ctx context.Context, req *protocol.PublishRequest) (
 // publishRoute checks what a caller publishes, before anything else looks
 // at it: an event with the attributes CloudEvents requires, and a route that
 // names every ID its role needs, given or derived from the event. It
-// returns the route and the event's data type ("" when its type names
+// returns the route and the event's data type (zero when its type names
 // none). Its errors are InvalidArgument status errors.
-func publishRoute(req *protocol.PublishRequest) (options.Route, string, error) {
+func publishRoute(req *protocol.PublishRequest) (options.Route, types.DataType, error) {
 	pbe := req.GetEvent()
 	if pbe == nil {
-		return options.Route{}, "", status.Error(codes.InvalidArgument, "publish request without an event")
+		return options.Route{}, types.DataType{}, status.Error(codes.InvalidArgument, "publish request without an event")
 	}
 	var missing []string
 	for _, a := range []struct{ name, value string }{
@@ -335,19 +343,19 @@ func publishRoute(req *protocol.PublishRequest) (options.Route, string, error) {
 		}
 	}
 	if len(missing) > 0 {
-		return options.Route{}, "", status.Errorf(codes.InvalidArgument, "event %q lacks required attributes %s", pbe.GetId(), strings.Join(missing, ", "))
+		return options.Route{}, types.DataType{}, status.Errorf(codes.InvalidArgument, "event %q lacks required attributes %s", pbe.GetId(), strings.Join(missing, ", "))
 	}
 	route := protocol.RouteFromProto(req.GetRoute())
 	if route.Role == 0 {
 		var err error
 		if route, err = protocol.DeriveRoute(pbe); err != nil {
-			return options.Route{}, "", status.Errorf(codes.InvalidArgument, "event %s has no route and its own attributes give none: %v", pbe.GetId(), err)
+			return options.Route{}, types.DataType{}, status.Errorf(codes.InvalidArgument, "event %s has no route and its own attributes give none: %v", pbe.GetId(), err)
 		}
 	}
 	if err := route.Validate(); err != nil {
-		return options.Route{}, "", status.Errorf(codes.InvalidArgument, "event %s: %v", pbe.GetId(), err)
+		return options.Route{}, types.DataType{}, status.Errorf(codes.InvalidArgument, "event %s: %v", pbe.GetId(), err)
 	}
-	return route, dataTypeLabel(pbe.GetType()), nil
+	return route, eventDataType(pbe.GetType()), nil
 }
 
 // checkClusterName refuses what an agent publishes (status, spec resync)
@@ -365,13 +373,9 @@ func checkClusterName(route options.Route, pbe *pb.CloudEvent) error {
 
 // publishToService gives a Service what is addressed to it: status for this
 // server's source ID, and spec resyncs (which other sources hear too, so
-// handled is false for them).
-func (s *Server) publishToService(ctx context.Context, route options.Route, pbe *pb.CloudEvent) (handled bool, err error) {
-	et, err := types.ParseEventType(pbe.GetType())
-	if err != nil {
-		return false, nil
-	}
-	b := s.serviceFor(et.DataType)
+// handled is false for them). dt is the event's data type.
+func (s *Server) publishToService(ctx context.Context, route options.Route, pbe *pb.CloudEvent, dt types.DataType) (handled bool, err error) {
+	b := s.serviceFor(dt)
 	if b == nil {
 		return false, nil
 	}
@@ -414,7 +418,8 @@ func (in *instance) Subscribe(req *protocol.SubscriptionRequest, stream grpc.Ser
 	if (req.GetSource() == "") == (req.GetClusterName() == "") {
 		return status.Error(codes.InvalidArgument, "a subscription names exactly one of source and cluster_name")
 	}
-	if _, err := parseDataTypes(req.GetDataTypes()); err != nil {
+	subscribed, err := parseDataTypes(req.GetDataTypes())
+	if err != nil {
 		return status.Errorf(codes.InvalidArgument, "subscription: %v", err)
 	}
 	areq := Request{Verb: VerbSubscribe, Role: options.RoleSpec, Cluster: req.GetClusterName()}
@@ -442,9 +447,9 @@ func (in *instance) Subscribe(req *protocol.SubscriptionRequest, stream grpc.Ser
 
 	var bs []*binding
 	if req.GetClusterName() != "" {
-		bs = s.servicesFor(req.GetDataTypes())
+		bs = s.servicesFor(subscribed)
 	}
-	sub := newSubscriber(s.nextID.Add(1), req, id, s.queueSize, s.queueBytes, len(bs) > 0)
+	sub := newSubscriber(s.nextID.Add(1), req, subscribed, id, s.queueSize, s.queueBytes, len(bs) > 0)
 	log := s.log.WithValues("subscriber", sub.id, "source", sub.source, "cluster", sub.cluster, "user", id.User)
 	s.reg.add(sub)
 	defer s.reg.remove(sub)
@@ -497,8 +502,8 @@ func (in *instance) Subscribe(req *protocol.SubscriptionRequest, stream grpc.Ser
 			}
 			busy = false
 		case <-sub.gone:
-			log.Info("subscriber fell behind; ending its stream", "queueSize", s.queueSize, "queueBytes", s.queueBytes)
-			return status.Errorf(codes.ResourceExhausted, "subscriber fell behind (more than %d events or %d bytes queued): resubscribe and resync", s.queueSize, s.queueBytes)
+			log.Info("subscriber fell behind; ending its stream", "why", sub.why)
+			return status.Errorf(codes.ResourceExhausted, "subscriber fell behind (%s): resubscribe and resync", sub.why)
 		case <-in.stopping:
 			return status.Error(codes.Unavailable, "server shutting down")
 		case <-ctx.Done():

@@ -96,7 +96,7 @@ func (s *Server) serviceFor(dt types.DataType) *binding {
 
 // servicesFor returns the bindings an agent subscribed to dataTypes is
 // served by (all of them for an empty list).
-func (s *Server) servicesFor(dataTypes []string) []*binding {
+func (s *Server) servicesFor(dataTypes []types.DataType) []*binding {
 	var out []*binding
 	if len(dataTypes) == 0 {
 		for _, b := range s.bindings {
@@ -104,11 +104,7 @@ func (s *Server) servicesFor(dataTypes []string) []*binding {
 		}
 		return out
 	}
-	for _, name := range dataTypes {
-		dt, err := types.ParseDataType(name)
-		if err != nil {
-			continue
-		}
+	for _, dt := range dataTypes {
 		if b := s.serviceFor(dt); b != nil {
 			out = append(out, b)
 		}
@@ -154,7 +150,7 @@ func (s *Server) sendFromService(ctx context.Context, b *binding, resourceID str
 		return fmt.Errorf("encode %s %s: %w", b.dataType, resourceID, err)
 	}
 	route := options.Route{Role: options.RoleSpec, Source: s.sourceID, Cluster: cluster}
-	n := s.reg.route(route, newQueued(route, pbe).of(b.dataType))
+	n := s.reg.route(route, newQueued(route, pbe, b.dataType))
 	s.log.V(4).Info("sent a change from the service", "dataType", b.dataType, "resourceID", resourceID, "cluster", cluster, "subscribers", n)
 	return nil
 }
@@ -302,7 +298,7 @@ func (w *agentWork) send(ctx context.Context, route options.Route, b *binding, e
 		w.s.log.Error(err, "encode event from the service; skipped", "id", evt.ID())
 		return true
 	}
-	return w.sub.offerWait(ctx, newQueued(route, pbe).of(b.dataType)) == nil
+	return w.sub.offerWait(ctx, newQueued(route, pbe, b.dataType)) == nil
 }
 
 // orphanDelete is the delete_request for a resource the agent holds and the
