@@ -412,10 +412,12 @@ func (t *Transport) flushHeld(h *heldMsg) {
 		return // released, or dropped by a disconnect
 	}
 	t.held = nil
+	// Counted before it can be delivered, so whoever sees the delivery sees
+	// the count. faultMu is a leaf lock: nothing takes t.mu under it.
+	t.broker.countFlushed()
 	t.inbox = append(t.inbox, h.msg)
 	t.cond.Signal()
 	t.mu.Unlock()
-	t.broker.countFlushed()
 }
 
 // enqueueAfter delivers after d (then holding it back for hold, as enqueue
