@@ -11,8 +11,8 @@
 // It differs from a plain mochi-mqtt server where our clients would trip
 // on it: a client that reconnects with its client ID while the broker
 // still cleans up the old connection is never left without its messages,
-// and a subscriber may fall far behind before messages are dropped (see
-// Dropped).
+// a subscriber may fall far behind before messages are dropped (see
+// Dropped), and Stop never hangs on clients that come and go meanwhile.
 package mqtttest
 
 import (
@@ -32,6 +32,7 @@ import (
 	"github.com/eclipse/paho.golang/paho"
 	mochi "github.com/mochi-mqtt/server/v2"
 	"github.com/mochi-mqtt/server/v2/hooks/auth"
+	"github.com/mochi-mqtt/server/v2/packets"
 )
 
 // Option configures a Broker.
@@ -113,7 +114,7 @@ func (b *Broker) serve(addr string) error {
 	if err := srv.AddHook(new(auth.AllowHook), nil); err != nil {
 		return fmt.Errorf("mqtttest: %w", err)
 	}
-	l := newListener("tcp", addr, b.cfg.tls)
+	l := newListener("tcp", addr, b.cfg.tls, func(id string) { disconnectClients(srv, id) })
 	if err := srv.AddHook(&takeoverHook{srv: srv, ln: l}, nil); err != nil {
 		return fmt.Errorf("mqtttest: %w", err)
 	}
@@ -128,6 +129,16 @@ func (b *Broker) serve(addr string) error {
 	b.srv, b.addr = srv, l.Address()
 	b.mu.Unlock()
 	return nil
+}
+
+// disconnectClients sends a DISCONNECT (server shutting down) to every
+// client of the listener and closes it, as mochi's own Close does.
+func disconnectClients(srv *mochi.Server, listenerID string) {
+	for _, cl := range srv.Clients.GetAll() {
+		if cl.Net.Listener == listenerID && !cl.Closed() {
+			_ = srv.DisconnectClient(cl, packets.ErrServerShuttingDown)
+		}
+	}
 }
 
 // Addr returns the broker's host:port.

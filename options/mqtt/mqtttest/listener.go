@@ -3,6 +3,7 @@ package mqtttest
 import (
 	"crypto/tls"
 	"log/slog"
+	"maps"
 	"net"
 	"sync"
 
@@ -28,12 +29,16 @@ type listener struct {
 	done    chan struct{}              // closed when a started Serve returns
 	conns   map[net.Conn]chan struct{} // served now; each closed when mochi is done with it
 	once    sync.Once
+
+	// disconnect sends every client of this listener a DISCONNECT and
+	// closes it; Close uses it instead of mochi's CloseFn (see Close).
+	disconnect func(listenerID string)
 }
 
 var _ listeners.Listener = (*listener)(nil)
 
-func newListener(id, addr string, tlsConfig *tls.Config) *listener {
-	return &listener{id: id, addr: addr, tls: tlsConfig, done: make(chan struct{}), conns: map[net.Conn]chan struct{}{}}
+func newListener(id, addr string, tlsConfig *tls.Config, disconnect func(listenerID string)) *listener {
+	return &listener{id: id, addr: addr, tls: tlsConfig, disconnect: disconnect, done: make(chan struct{}), conns: map[net.Conn]chan struct{}{}}
 }
 
 func (l *listener) Init(log *slog.Logger) error {
@@ -117,27 +122,36 @@ func (l *listener) Address() string {
 
 // Close stops accepting, closes the listener's clients and every
 // connection mochi still serves (a client mochi lost track of would
-// otherwise keep the server's Close waiting for ever) and, if Serve has
-// started, waits for it to return. It is idempotent.
-func (l *listener) Close(closeClients listeners.CloseFn) {
+// otherwise keep the server's Close waiting for ever), and waits for Serve
+// and every connection's goroutine to return. It is idempotent.
+//
+// It does not call mochi's CloseFn: that reads mochi's client list under
+// a read lock it takes twice, and a client connecting or leaving in
+// between (its write lock queued) deadlocks the broker's Close for ever
+// (mochi-mqtt/server#488, open in v2.7.9); l.disconnect reads it once.
+// And it waits for the connections itself because mochi's wait for them
+// (a WaitGroup each connection joins once its goroutine runs) panics if a
+// connection accepted just before Close joins while it waits.
+func (l *listener) Close(listeners.CloseFn) {
 	l.once.Do(func() {
-		closeClients(l.id)
+		l.disconnect(l.id)
 		l.mu.Lock()
 		l.closed = true
 		ln, serving := l.ln, l.serving
-		conns := make([]net.Conn, 0, len(l.conns))
-		for c := range l.conns {
-			conns = append(conns, c)
-		}
+		conns := make(map[net.Conn]chan struct{}, len(l.conns))
+		maps.Copy(conns, l.conns)
 		l.mu.Unlock()
 		if ln != nil {
 			_ = ln.Close()
 		}
-		for _, c := range conns {
+		for c := range conns {
 			_ = c.Close()
 		}
 		if serving {
 			<-l.done
+		}
+		for _, served := range conns {
+			<-served
 		}
 	})
 }
