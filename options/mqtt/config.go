@@ -50,9 +50,11 @@ type Config struct {
 	Layout string `json:"layout,omitempty"`
 	// Topics replaces the preset with custom templates.
 	Topics *options.Layout `json:"topics,omitempty"`
-	// SharedGroup, if set, subscribes through "$share/<group>/" so replicas
-	// of one source (same source ID, same group) share its events instead of
-	// each receiving all of them. Default: off.
+	// SharedGroup, if set, subscribes to specs and statuses through
+	// "$share/<group>/" so replicas of one source (same source ID, same
+	// group) share them instead of each receiving all of them. Resync
+	// requests still reach every replica: a large one comes in batches that
+	// must all reach the replica answering it. Default: off.
 	SharedGroup string `json:"sharedGroup,omitempty"`
 	// Will is a last-will message the broker publishes if the connection
 	// drops without a clean disconnect. Default: none.

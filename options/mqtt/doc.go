@@ -23,7 +23,10 @@
 //	message_size_limit 0         # or the largest ManifestWork you send
 //
 // For replicas of one source, set Config.SharedGroup: the broker then hands
-// each status and resync request to one replica ($share/<group>/...).
+// each status to one replica ($share/<group>/...). Every replica still hears
+// every spec resync request and answers it, since a large request comes in
+// batches that only together say what the agent lacks; the agent applies
+// the duplicate answers idempotently.
 //
 // # Size limits
 //

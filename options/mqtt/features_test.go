@@ -48,6 +48,16 @@ func TestSharedSubscriptionSplitsTheLoad(t *testing.T) {
 	if len(r1.Deliveries()) == 0 || len(r2.Deliveries()) == 0 {
 		t.Errorf("one replica got everything: %d and %d", len(r1.Deliveries()), len(r2.Deliveries()))
 	}
+	// A resync request reaches every replica: its batches must all reach
+	// whichever replica answers it.
+	before1, before2 := len(r1.Deliveries()), len(r2.Deliveries())
+	resync := transporttest.NewEvent("resync", "spec.resync_request")
+	if err := agent.Send(context.Background(), options.Route{Role: options.RoleSpecResync, Cluster: "c1"}, resync); err != nil {
+		t.Fatal(err)
+	}
+	r1.Wait(t, "the resync request at both replicas", 10*time.Second, func() bool {
+		return len(r1.Deliveries()) == before1+1 && len(r2.Deliveries()) == before2+1
+	})
 }
 
 func TestWillAndReconnectAfterADroppedConnection(t *testing.T) {

@@ -128,7 +128,10 @@ func (t *Transport) Start(ctx context.Context, subs []options.Subscription, r op
 		if err != nil {
 			return fmt.Errorf("mqtt: subscription: %w", err)
 		}
-		if t.cfg.SharedGroup != "" {
+		// Resync requests are never shared: a large one arrives as several
+		// batches, and only a replica that sees every batch can tell what
+		// the peer lacks. Every replica answers; answers are idempotent.
+		if t.cfg.SharedGroup != "" && (s.Role == options.RoleSpec || s.Role == options.RoleStatus) {
 			f = "$share/" + t.cfg.SharedGroup + "/" + f
 		}
 		filters = append(filters, paho.SubscribeOptions{Topic: f, QoS: t.cfg.qos()})

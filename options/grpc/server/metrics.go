@@ -119,12 +119,14 @@ func (h statsHandler) HandleRPC(ctx context.Context, s stats.RPCStats) {
 			tag.typ = "server_stream"
 		}
 		h.m.started.WithLabelValues(tag.typ, tag.service, tag.method).Inc()
+	// Bytes are the messages' own (Length), without gRPC's framing: an
+	// empty Publish answer counts 0, as in seed 004's example.
 	case *stats.InPayload:
 		h.m.msgReceived.WithLabelValues(tag.typ, tag.service, tag.method).Inc()
-		h.m.msgReceivedBytes.WithLabelValues(tag.typ, tag.service, tag.method).Add(float64(s.WireLength))
+		h.m.msgReceivedBytes.WithLabelValues(tag.typ, tag.service, tag.method).Add(float64(s.Length))
 	case *stats.OutPayload:
 		h.m.msgSent.WithLabelValues(tag.typ, tag.service, tag.method).Inc()
-		h.m.msgSentBytes.WithLabelValues(tag.typ, tag.service, tag.method).Add(float64(s.WireLength))
+		h.m.msgSentBytes.WithLabelValues(tag.typ, tag.service, tag.method).Add(float64(s.Length))
 	case *stats.End:
 		h.m.handled.WithLabelValues(tag.typ, tag.service, tag.method, status.Code(s.Error).String()).Inc()
 		h.m.handlingSeconds.WithLabelValues(tag.typ, tag.service, tag.method).Observe(s.EndTime.Sub(s.BeginTime).Seconds())

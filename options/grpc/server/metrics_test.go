@@ -5,12 +5,14 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	dto "github.com/prometheus/client_model/go"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -20,21 +22,33 @@ import (
 	"github.com/workwire/sdk-go/options/grpc/server"
 )
 
-// seed004Metrics are the metrics seed 004 lists.
-var seed004Metrics = []string{
-	"grpc_server_active_connections",
-	"grpc_server_started_total",
-	"grpc_server_msg_received_total",
-	"grpc_server_msg_sent_total",
-	"grpc_server_msg_received_bytes_total",
-	"grpc_server_msg_sent_bytes_total",
-	"grpc_server_handled_total",
-	"grpc_server_handling_seconds",
-	"grpc_server_ce_called_total",
-	"grpc_server_ce_msg_received_total",
-	"grpc_server_ce_msg_sent_total",
-	"grpc_server_ce_processed_total",
-	"grpc_server_ce_processed_duration_seconds",
+// seed004Metric is one metric seed 004 lists: its name, type and labels.
+type seed004Metric struct {
+	name   string
+	typ    dto.MetricType
+	labels []string // sorted
+}
+
+var (
+	rpcLabels = []string{"grpc_method", "grpc_service", "grpc_type"}
+	ceLabels  = []string{"cluster", "data_type", "method"}
+	withCode  = func(l []string) []string { return slices.Sorted(slices.Values(append(l[:len(l):len(l)], "grpc_code"))) }
+)
+
+var seed004Metrics = []seed004Metric{
+	{"grpc_server_active_connections", dto.MetricType_GAUGE, []string{"local_addr", "remote_addr"}},
+	{"grpc_server_started_total", dto.MetricType_COUNTER, rpcLabels},
+	{"grpc_server_msg_received_total", dto.MetricType_COUNTER, rpcLabels},
+	{"grpc_server_msg_sent_total", dto.MetricType_COUNTER, rpcLabels},
+	{"grpc_server_msg_received_bytes_total", dto.MetricType_COUNTER, rpcLabels},
+	{"grpc_server_msg_sent_bytes_total", dto.MetricType_COUNTER, rpcLabels},
+	{"grpc_server_handled_total", dto.MetricType_COUNTER, withCode(rpcLabels)},
+	{"grpc_server_handling_seconds", dto.MetricType_HISTOGRAM, rpcLabels},
+	{"grpc_server_ce_called_total", dto.MetricType_COUNTER, ceLabels},
+	{"grpc_server_ce_msg_received_total", dto.MetricType_COUNTER, ceLabels},
+	{"grpc_server_ce_msg_sent_total", dto.MetricType_COUNTER, ceLabels},
+	{"grpc_server_ce_processed_total", dto.MetricType_COUNTER, withCode(ceLabels)},
+	{"grpc_server_ce_processed_duration_seconds", dto.MetricType_HISTOGRAM, withCode(ceLabels)},
 }
 
 func scrape(t *testing.T, reg *prometheus.Registry) string {
@@ -78,9 +92,36 @@ func TestMetricsEndpointHasEverySeedMetric(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 		body = scrape(t, reg)
 	}
-	for _, name := range seed004Metrics {
-		if !strings.Contains(body, "\n"+name) && !strings.HasPrefix(body, name) {
-			t.Errorf("metric %s missing", name)
+	for _, m := range seed004Metrics {
+		if !strings.Contains(body, "\n# TYPE "+m.name+" "+strings.ToLower(m.typ.String())+"\n") {
+			t.Errorf("scrape lacks metric %s of type %s", m.name, m.typ)
+		}
+	}
+	families, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	gathered := map[string]*dto.MetricFamily{}
+	for _, f := range families {
+		gathered[f.GetName()] = f
+	}
+	for _, m := range seed004Metrics {
+		f := gathered[m.name]
+		if f == nil {
+			continue // reported above
+		}
+		if f.GetType() != m.typ {
+			t.Errorf("%s is a %s, want %s", m.name, f.GetType(), m.typ)
+		}
+		for _, series := range f.GetMetric() {
+			var names []string
+			for _, l := range series.GetLabel() {
+				names = append(names, l.GetName())
+			}
+			slices.Sort(names)
+			if !slices.Equal(names, m.labels) {
+				t.Errorf("%s has labels %v, want %v", m.name, names, m.labels)
+			}
 		}
 	}
 	for _, want := range []string{
@@ -91,6 +132,8 @@ func TestMetricsEndpointHasEverySeedMetric(t *testing.T) {
 		`grpc_server_ce_called_total{cluster="cluster1",data_type="` + dataType + `",method="Subscribe"} 1`,
 		`grpc_server_ce_msg_sent_total{cluster="cluster1",data_type="` + dataType + `",method="Subscribe"} 1`,
 		`grpc_server_ce_processed_total{cluster="cluster1",data_type="` + dataType + `",grpc_code="OK",method="Publish"} 1`,
+		// Message bytes, not gRPC frames: Publish answers are empty.
+		`grpc_server_msg_sent_bytes_total{grpc_method="Publish",grpc_service="io.cloudevents.v1.CloudEventService",grpc_type="unary"} 0`,
 	} {
 		if !strings.Contains(body, want) {
 			t.Errorf("scrape lacks %s", want)

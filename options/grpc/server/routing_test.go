@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	format "github.com/cloudevents/sdk-go/binding/format/protobuf/v2"
 	"github.com/cloudevents/sdk-go/binding/format/protobuf/v2/pb"
 	cloudevents "github.com/cloudevents/sdk-go/v2"
 	grpclib "google.golang.org/grpc"
@@ -258,5 +259,36 @@ func TestASlowSubscriberIsDroppedByQueuedBytes(t *testing.T) {
 	fast.Wait(t, "the slow subscriber gone", 10*time.Second, func() bool { return srv.Server().Subscribers() == 1 })
 	if fast.Connects() != 1 {
 		t.Errorf("the fast subscriber connected %d times, want 1", fast.Connects())
+	}
+}
+
+// An event that goes out just after a heartbeat does not put off the next
+// heartbeat by a whole interval: a stream is never silent for much longer
+// than HeartbeatInterval, so a proxy whose idle timeout is a little longer
+// keeps it.
+func TestHeartbeatsFollowTheLastMessageByOneInterval(t *testing.T) {
+	const interval = time.Second
+	srv := grpctest.NewServerWithConfig(t, server.Config{HeartbeatInterval: options.Duration(interval)})
+	stream := rawSubscribe(t, srv.Addr(), &protocol.SubscriptionRequest{ClusterName: "cluster1", DataTypes: []string{dataType}})
+	evt := typedEvent("e1", dataType, "spec.create_request", map[string]string{types.ExtClusterName: "cluster1"})
+	pbe, err := format.ToProto(evt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := srv.Server().Route(options.Route{Role: options.RoleSpec, Source: "hub", Cluster: "cluster1"}, pbe); n != 1 {
+		t.Fatalf("the event reached %d subscribers, want 1", n)
+	}
+	if msg, err := stream.Recv(); err != nil || msg.GetEvent() == nil {
+		t.Fatalf("want the event, got %v, %v", msg, err)
+	}
+	sent := time.Now()
+	msg, err := stream.Recv()
+	if err != nil || msg.GetHeartbeat() == nil {
+		t.Fatalf("want a heartbeat, got %v, %v", msg, err)
+	}
+	// One interval after the event, plus slack for a loaded machine; well
+	// under the two intervals a heartbeat skipped for the event would take.
+	if silent := time.Since(sent); silent > interval*3/2 {
+		t.Errorf("the stream was silent for %v after an event, want about %v", silent, interval)
 	}
 }

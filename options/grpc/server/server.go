@@ -475,13 +475,17 @@ func (in *instance) Subscribe(req *protocol.SubscriptionRequest, stream grpc.Ser
 		}
 	}
 
+	// The stream is never silent for longer than the heartbeat interval: the
+	// timer fires an interval after the last send it knew of, and if an
+	// event went out since, it is set again for an interval after that one.
+	var timer *time.Timer
 	var tick <-chan time.Time
 	if s.heartbeat > 0 {
-		ticker := time.NewTicker(s.heartbeat)
-		defer ticker.Stop()
-		tick = ticker.C
+		timer = time.NewTimer(s.heartbeat)
+		defer timer.Stop()
+		tick = timer.C
 	}
-	busy := false // sent something since the last tick
+	lastSend := time.Now()
 	for {
 		select {
 		case q := <-sub.queue:
@@ -490,17 +494,21 @@ func (in *instance) Subscribe(req *protocol.SubscriptionRequest, stream grpc.Ser
 			if err != nil {
 				return err
 			}
-			busy = true
+			lastSend = time.Now()
 			if s.metrics != nil {
 				s.metrics.ceSent(ceLabels{cluster: q.cluster, dataType: q.dataType, method: "Subscribe"})
 			}
 		case <-tick:
-			if !busy {
-				if err := stream.Send(s.heartbeatMessage()); err != nil {
-					return err
-				}
+			now := time.Now()
+			if idle := now.Sub(lastSend); idle < s.heartbeat {
+				timer.Reset(s.heartbeat - idle)
+				continue
 			}
-			busy = false
+			if err := stream.Send(s.heartbeatMessage()); err != nil {
+				return err
+			}
+			lastSend = now
+			timer.Reset(s.heartbeat)
 		case <-sub.gone:
 			log.Info("subscriber fell behind; ending its stream", "why", sub.why)
 			return status.Errorf(codes.ResourceExhausted, "subscriber fell behind (%s): resubscribe and resync", sub.why)

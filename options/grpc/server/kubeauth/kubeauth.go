@@ -26,7 +26,8 @@
 //	  verbs: ["publish", "subscribe"]
 //
 // The broker caches both answers (server.Config.AuthCacheTTL), so the API
-// server sees one review per identity and route per TTL, not one per event.
+// server sees one review per identity, route and data type per TTL, not one
+// per event.
 // The broker caches only answers, never failures; TokenReview remembers
 // the tokens the API server rejected for a short while itself
 // (DefaultFailureTTL), so that a client retrying with a bad token does not
