@@ -22,7 +22,13 @@
 // each such change a new generation; a stale resourceVersion is a Conflict,
 // and an Update without one is Invalid ("metadata.resourceVersion: must be
 // specified for an update"), as a kube-apiserver answers for a custom
-// resource (patches apply to the current object and need none).
+// resource (patches apply to the current object and need none); a Create
+// that carries a resourceVersion is a BadRequest, as there. Managed fields
+// are recorded from a work's first apply on: writes to a work never
+// applied record none (they would cost memory on every work), so an apply
+// that takes over fields such a write set conflicts with the manager
+// "before-first-apply", as a kube-apiserver names the owner of fields
+// written before server-side apply.
 // Delete sets the deletionTimestamp, bumps the generation and publishes a
 // delete_request; the work leaves the store when its agent reports the
 // Deleted condition (at once if no agent ever reported on it), and its

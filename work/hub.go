@@ -49,6 +49,11 @@ var _ backend = (*hub)(nil)
 func (h *hub) works() *store.Store[*workv1.ManifestWork] { return h.st }
 
 func (h *hub) create(_ context.Context, namespace string, in *workv1.ManifestWork, opts metav1.CreateOptions) (*workv1.ManifestWork, error) {
+	if in.ResourceVersion != "" {
+		// A kube-apiserver refuses it too (with this message): the object
+		// was most likely read back from a store rather than built.
+		return nil, apierrors.NewBadRequest("resourceVersion should not be set on objects to be created")
+	}
 	w := in.DeepCopy()
 	if err := bindNamespace(namespace, w); err != nil {
 		return nil, err
@@ -57,7 +62,6 @@ func (h *hub) create(_ context.Context, namespace string, in *workv1.ManifestWor
 	w.UID = uuid.NewUUID()
 	w.Generation = 1
 	w.CreationTimestamp = metav1.Now()
-	w.ResourceVersion = ""
 	w.DeletionTimestamp, w.DeletionGracePeriodSeconds = nil, nil
 	w.Status = workv1.ManifestWorkStatus{} // status comes from agents
 	if err := validate(w); err != nil {

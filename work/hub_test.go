@@ -36,6 +36,11 @@ func TestHubWrites(t *testing.T) {
 		if _, err := works.Create(ctx, newWork("a", "1", nil), metav1.CreateOptions{}); !apierrors.IsAlreadyExists(err) {
 			t.Errorf("name clash: %v, want AlreadyExists", err)
 		}
+		readBack := created.DeepCopy()
+		readBack.Name = "read-back"
+		if _, err := works.Create(ctx, readBack, metav1.CreateOptions{}); !apierrors.IsBadRequest(err) {
+			t.Errorf("create with a resourceVersion: %v, want BadRequest", err)
+		}
 		gen := newWork("", "1", nil)
 		gen.GenerateName = "gen-"
 		if g, err := works.Create(ctx, gen, metav1.CreateOptions{}); err != nil || len(g.Name) != len("gen-")+5 {

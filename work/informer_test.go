@@ -138,6 +138,14 @@ func TestInformersOverBothSides(t *testing.T) {
 		got, err := agentLister.ManifestWorks("cluster1").Get("after")
 		return err == nil && got.Generation == 2 && agentRec.saw("update after")
 	})
+	// ... and both sides' handlers see it as an update from generation 1.
+	for side, rec := range map[string]*recorder{"hub": hubRec, "agent": agentRec} {
+		eventually(t, side+" handler sees the spec update", func() bool {
+			return rec.sawUpdate("after", func(old, new *workv1.ManifestWork) bool {
+				return old.Generation == 1 && new.Generation == 2 && string(new.Spec.Workload.Manifests[0].Raw) != string(old.Spec.Workload.Manifests[0].Raw)
+			})
+		})
+	}
 
 	// Status update on the agent reaches the hub's informer.
 	aw, _ := agentWorks.Get(ctx, "after", metav1.GetOptions{})
@@ -146,17 +154,20 @@ func TestInformersOverBothSides(t *testing.T) {
 		t.Fatal(err)
 	}
 	eventually(t, "hub sees the status", func() bool { return appliedAt(hubLister.ManifestWorks("cluster1"), "after") })
-	// ... as an update event of its handler: the status changed, nothing
-	// else (a status is no new generation).
+	// ... as an update event of both sides' handlers (the agent's own
+	// informer sees its write): the status changed, nothing else (a status
+	// is no new generation).
 	applied := func(w *workv1.ManifestWork) bool {
 		c := meta.FindStatusCondition(w.Status.Conditions, workv1.WorkApplied)
 		return c != nil && c.Status == metav1.ConditionTrue && c.ObservedGeneration == 2
 	}
-	eventually(t, "the hub's handler sees the status update", func() bool {
-		return hubRec.sawUpdate("after", func(old, new *workv1.ManifestWork) bool {
-			return !applied(old) && applied(new) && old.Generation == 2 && new.Generation == 2 && old.ResourceVersion != new.ResourceVersion
+	for side, rec := range map[string]*recorder{"hub": hubRec, "agent": agentRec} {
+		eventually(t, side+" handler sees the status update", func() bool {
+			return rec.sawUpdate("after", func(old, new *workv1.ManifestWork) bool {
+				return !applied(old) && applied(new) && old.Generation == 2 && new.Generation == 2 && old.ResourceVersion != new.ResourceVersion
+			})
 		})
-	})
+	}
 
 	// Listers answer by name and by label selector, on both sides.
 	for side, l := range map[string]interface {
