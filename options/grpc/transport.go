@@ -419,6 +419,11 @@ func waitReady(ctx context.Context, conn *grpclib.ClientConn) error {
 // with backoff and tells the receiver, until Close.
 func (t *Transport) supervise(sess *session) {
 	defer t.wg.Done()
+	// The attempt count carries over a session that did not last the
+	// longest backoff: a server that accepts and then ends the streams at
+	// once is retried ever more slowly, not every ReconnectMinBackoff with
+	// a resync each time.
+	attempt, subscribedAt := 0, time.Now()
 	for {
 		err := t.watch(sess)
 		sess.stop()
@@ -426,8 +431,13 @@ func (t *Transport) supervise(sess *session) {
 			return
 		}
 		t.log.Info("subscription lost; resubscribing", "err", err)
-		for attempt := 0; ; attempt++ {
-			if !sleep(t.ctx, t.backoff.Delay(attempt)) {
+		if time.Since(subscribedAt) >= t.backoff.Max {
+			attempt = 0
+		}
+		for {
+			delay := t.backoff.Delay(attempt)
+			attempt++
+			if !sleep(t.ctx, delay) {
 				return
 			}
 			next, err := t.subscribe(t.ctx)
@@ -435,7 +445,7 @@ func (t *Transport) supervise(sess *session) {
 				t.log.V(2).Info("resubscribe failed", "attempt", attempt, "err", err)
 				continue
 			}
-			sess = next
+			sess, subscribedAt = next, time.Now()
 			break
 		}
 		t.log.Info("resubscribed")

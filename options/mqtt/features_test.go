@@ -85,3 +85,27 @@ func TestWillAndReconnectAfterADroppedConnection(t *testing.T) {
 	}
 	ar.Wait(t, "delivery after the reconnect", 10*time.Second, func() bool { return len(ar.Deliveries()) == 1 })
 }
+
+// Two clients with one client ID take the connection from each other as
+// soon as either reconnects. Each connection ends at once, so the backoff
+// must keep growing across them rather than start again at its minimum:
+// without that, each client reconnects (and its receiver resyncs) about
+// every ReconnectMinBackoff.
+func TestBackoffGrowsAcrossConnectionsThatDoNotLast(t *testing.T) {
+	t.Parallel()
+	b := mqtttest.NewBroker(t)
+	cfg := mqtt.Config{
+		BrokerHost: b.Addr(), ClientID: "twin",
+		ReconnectMinBackoff: options.Duration(100 * time.Millisecond), ReconnectMaxBackoff: options.Duration(time.Minute),
+	}
+	r1 := start(t, newTransport(t, cfg), nil)
+	r2 := start(t, newTransport(t, cfg), nil)
+	time.Sleep(3 * time.Second) // the span whose reconnects the test counts
+	// Measured: 180 connects when the backoff starts again each time, 20
+	// when it grows.
+	n := r1.Connects() + r2.Connects()
+	t.Logf("%d connects in 3s", n)
+	if n > 60 {
+		t.Errorf("%d connects in 3s: the backoff starts again at its minimum after each connection", n)
+	}
+}

@@ -318,6 +318,11 @@ func (t *Transport) dial(ctx context.Context) (net.Conn, error) {
 // and tells the receiver, until Close.
 func (t *Transport) supervise(cli *paho.Client) {
 	defer t.wg.Done()
+	// The attempt count carries over a connection that did not last the
+	// longest backoff: a broker that accepts and then drops at once (a
+	// client ID taken over, a subscription it ends) is retried ever more
+	// slowly, not every ReconnectMinBackoff with a resync each time.
+	attempt, connectedAt := 0, time.Now()
 	for {
 		select {
 		case <-t.ctx.Done():
@@ -332,8 +337,13 @@ func (t *Transport) supervise(cli *paho.Client) {
 		}
 		t.mu.Unlock()
 		t.log.Info("connection lost; reconnecting")
-		for attempt := 0; ; attempt++ {
-			if !sleep(t.ctx, t.backoff.Delay(attempt)) {
+		if time.Since(connectedAt) >= t.backoff.Max {
+			attempt = 0
+		}
+		for {
+			delay := t.backoff.Delay(attempt)
+			attempt++
+			if !sleep(t.ctx, delay) {
 				return
 			}
 			next, err := t.connect(t.ctx)
@@ -341,7 +351,7 @@ func (t *Transport) supervise(cli *paho.Client) {
 				t.log.V(2).Info("reconnect failed", "attempt", attempt, "err", err)
 				continue
 			}
-			cli = next
+			cli, connectedAt = next, time.Now()
 			break
 		}
 		t.log.Info("reconnected")
