@@ -334,7 +334,13 @@ func (a *AgentClient[T]) requestResync(ctx context.Context, dt types.DataType) e
 	et := types.EventType{DataType: dt, SubResource: types.SubResourceSpec, Action: types.ResyncRequest}
 	events, err := buildResyncEvents(c.ceSource, et, groups, types.ResourceVersionSize,
 		func(e []types.ResourceVersion) any { return types.ResourceVersionList{ResourceVersions: e} },
-		func(evt *cloudevents.Event) { evt.SetExtension(types.ExtClusterName, c.id) })
+		func(evt *cloudevents.Event) {
+			evt.SetExtension(types.ExtClusterName, c.id)
+			// Where the agent's status sequence stands: a source forgets
+			// only the marks above it, left by an earlier run whose clock
+			// was ahead.
+			evt.SetExtension(types.ExtSequenceID, strconv.FormatUint(a.seq.next(), 10))
+		})
 	if err != nil {
 		return err
 	}

@@ -82,9 +82,9 @@ func (r *codecs[T]) dataTypeNames() []string {
 // increasing within a process, and across restarts as long as the wall clock
 // does not go back, because each ID is at least the current Unix millisecond
 // shifted left by 20 bits (a million IDs per millisecond before it runs
-// ahead of the clock). Sources also reset what they remember of an agent's
-// sequence when it resyncs, so a clock that did go back heals at the next
-// agent restart.
+// ahead of the clock). An agent's spec resync carries where its sequence
+// stands, and sources forget the marks above it, so a clock that did go
+// back heals at the agent's next resync (one on every start).
 type sequence struct {
 	last atomic.Uint64
 	now  func() time.Time

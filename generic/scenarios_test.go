@@ -585,6 +585,44 @@ func scenarioOutOfOrderStatusIsDropped(t *testing.T, e *env) {
 	if got, _ := hubStore.get(string(w.UID)); got.Status != "new-gen" {
 		t.Errorf("status %q", got.Status)
 	}
+
+	// The agent's spec resyncs tell where its sequence stands.
+	resync := func(seq string) {
+		evt := cloudevents.NewEvent()
+		evt.SetID(uuid.NewString())
+		evt.SetSource(e.c1)
+		evt.SetType(widgets.String() + ".spec.resync_request")
+		evt.SetExtension(types.ExtClusterName, e.c1)
+		evt.SetExtension(types.ExtOriginalSource, e.src)
+		if seq != "" {
+			evt.SetExtension(types.ExtSequenceID, seq)
+		}
+		_ = evt.SetData(cloudevents.ApplicationJSON, types.ResourceVersionList{ResourceVersions: []types.ResourceVersion{{ResourceID: string(w.UID), ResourceVersion: 2}}})
+		answered := hub.obs.answers()
+		if err := raw.Send(context.Background(), options.Route{Role: options.RoleSpecResync, Cluster: e.c1}, &evt); err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, "the resync answered", func() bool { return hub.obs.answers() > answered })
+	}
+	status := func(want string) func() bool {
+		return func() bool { got, _ := hubStore.get(string(w.UID)); return got.Status == want }
+	}
+	// A periodic resync, the agent's sequence past every status it sent: a
+	// status delayed across it is still older than the one handled.
+	resync("1000")
+	send(3, "5", "delayed")
+	eventually(t, "a delayed status dropped after a resync", func() bool { return hub.obs.drops(generic.DropOutOfOrder) == 3 })
+	// A restarted agent whose clock went back: its resync is below the
+	// marks its earlier run left, and its statuses are heard again.
+	resync("1")
+	send(3, "2", "restarted")
+	eventually(t, "the restarted agent's status applied", status("restarted"))
+	// An agent that does not tell its sequence: every mark goes.
+	send(3, "100", "before")
+	eventually(t, "a newer status applied", status("before"))
+	resync("")
+	send(3, "50", "foreign")
+	eventually(t, "a status after a resync without a sequence applied", status("foreign"))
 }
 
 func scenarioLargeResyncIsBatched(t *testing.T, e *env) {

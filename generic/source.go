@@ -200,11 +200,16 @@ func (s *SourceClient[T]) answerResync(ctx context.Context, cluster string, dt t
 		c.log.V(2).Info("in the orphan grace period: orphans are kept for now", "cluster", cluster)
 	}
 
+	seq, hasSeq, err := sequenceID(batch)
+	if err != nil {
+		return malformed(err)
+	}
 	key := sessionKey{peer: cluster, dt: dt}
 	sess, fresh := c.sessions.open(key, resyncID, total, c.cfg.sessionTTL, time.Now())
 	if fresh {
-		// The agent may have restarted, and its sequence with it.
-		s.order.reset(cluster)
+		// The agent may have restarted with a sequence behind the one its
+		// earlier run left marks with.
+		s.order.resync(cluster, seq, hasSeq)
 		objs, err := c.lister.List(ListOptions{Source: c.id, ClusterName: cluster, DataType: dt})
 		if err != nil {
 			c.sessions.close(key, sess)
@@ -393,10 +398,23 @@ func (o *statusOrder) record(cluster, id string, version int64, seq uint64, hasS
 	byID[id] = orderMark{version: version, seq: seq, hasSeq: hasSeq}
 }
 
-// reset forgets a cluster's marks: its agent resynced, perhaps after a
-// restart with a sequence that started over.
-func (o *statusOrder) reset(cluster string) {
+// resync forgets the marks of a cluster whose agent resynced at sequence
+// seq that lie above it: an earlier run of the agent, whose clock was ahead,
+// left them, and they would drop every status the agent sends now. Marks
+// below seq stay, so a status delayed across a periodic resync is still
+// dropped if a newer one was handled. An agent that does not tell its
+// sequence (hasSeq false) may have started over at any value: all of its
+// marks go.
+func (o *statusOrder) resync(cluster string, seq uint64, hasSeq bool) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	delete(o.m, cluster)
+	if !hasSeq {
+		delete(o.m, cluster)
+		return
+	}
+	for id, m := range o.m[cluster] {
+		if m.hasSeq && m.seq >= seq {
+			delete(o.m[cluster], id)
+		}
+	}
 }
