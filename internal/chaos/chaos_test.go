@@ -920,6 +920,9 @@ func (r *run) watch(what string, d time.Duration) (stop func()) {
 	timer := time.AfterFunc(d, func() {
 		t.Errorf("still %s after %v; goroutines:\n%s", what, d, goroutines())
 	})
+	// A t.Fatal between watch and stop must not leave the timer to report
+	// into a test that has ended.
+	t.Cleanup(func() { timer.Stop() })
 	return func() { timer.Stop() }
 }
 
