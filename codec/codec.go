@@ -54,11 +54,16 @@ const (
 var workAPIVersion = workv1.GroupVersion.String()
 
 // StatusHash returns the hash of work's status that status resync compares:
-// generic.StatusHash of work.Status. It is a generic.StatusHashGetter for
-// ManifestWork, goroutine-safe, and returns an error for a nil work.
+// generic.StatusHash of work.Status, or "" for a work no agent has reported
+// on yet (no conditions, no manifest conditions), which generic.NoStatus
+// tells a source to ask every status for. It is a generic.StatusHashGetter
+// for ManifestWork, goroutine-safe, and returns an error for a nil work.
 func StatusHash(work *workv1.ManifestWork) (string, error) {
 	if work == nil {
 		return "", errors.New("status hash: work is nil")
+	}
+	if len(work.Status.Conditions) == 0 && len(work.Status.ResourceStatus.Manifests) == 0 {
+		return generic.NoStatus, nil
 	}
 	return generic.StatusHash(work.Status)
 }

@@ -426,6 +426,10 @@ func TestStatusHash(t *testing.T) {
 	if _, err := StatusHash(nil); err == nil {
 		t.Errorf("StatusHash(nil) = nil error")
 	}
+	// A work no agent reported on has no status to compare.
+	if h, err := StatusHash(specWork()); h != generic.NoStatus || err != nil {
+		t.Errorf("StatusHash of a work without a status = %q, %v; want NoStatus", h, err)
+	}
 	// The hash survives the wire: what a source decodes hashes like what the agent sent.
 	for _, c := range codecs() {
 		evt, err := c.codec.Encode(testAgent, eventType(c.codec.DataType(), types.SubResourceStatus, types.UpdateRequest), statusWork())

@@ -465,3 +465,78 @@ func TestPublishReportsEncodeFailures(t *testing.T) {
 		t.Errorf("Publish with a codec that cannot encode: %v, want ErrEncode with the codec's reason", err)
 	}
 }
+
+// A source that holds no status at all sends an empty status resync
+// request, which asks for every status, rather than an entry per object to
+// every agent; one that holds some sends every entry, NoStatus included,
+// and agents answer for both kinds.
+func TestASourceWithoutStatusesAsksForEveryStatus(t *testing.T) {
+	t.Parallel()
+	b := memory.NewBroker()
+	agentStore := newStore()
+	hubStore := newStore()
+	for i := range 3 {
+		w := newWidget(src, "cluster1", fmt.Sprint("w", i), "s", 1)
+		hubStore.put(w.copy())
+		w.Status = "applied"
+		agentStore.put(w)
+	}
+	startAgent(t, b.Transport(), "cluster1", agentStore)
+	requests := func(spy *spyTransport) []types.StatusHashList {
+		var out []types.StatusHashList
+		for _, evt := range spy.sentEvents() {
+			if evt.Type() == widgets.String()+".status.resync_request" {
+				l, err := types.DecodeStatusHashList(evt.Data())
+				if err != nil {
+					t.Fatal(err)
+				}
+				out = append(out, l)
+			}
+		}
+		return out
+	}
+	statuses := func(st *store) int {
+		n := 0
+		all, _ := st.List(generic.ListOptions{})
+		for _, w := range all {
+			if w.Status == "applied" {
+				n++
+			}
+		}
+		return n
+	}
+
+	spy := &spyTransport{Transport: b.Transport()}
+	hub := startSource(t, src, spy, hubStore)
+	eventually(t, "every status at the source", func() bool { return statuses(hubStore) == 3 })
+	if got := requests(spy); len(got) != 1 || len(got[0].StatusHashes) != 0 {
+		t.Errorf("a source with no status sent %v, want one empty request", got)
+	}
+	hub.close(t)
+
+	// One status known, two not: every entry goes, and the agent sends the
+	// two the source lacks.
+	held, _ := hubStore.List(generic.ListOptions{})
+	for i, w := range held {
+		if i > 0 {
+			w.Status = ""
+			hubStore.put(w)
+		}
+	}
+	spy = &spyTransport{Transport: b.Transport()}
+	startSource(t, src, spy, hubStore)
+	eventually(t, "every status at the source again", func() bool { return statuses(hubStore) == 3 })
+	got := requests(spy)
+	if len(got) != 1 || len(got[0].StatusHashes) != 3 {
+		t.Fatalf("a source with one status of three sent %v, want one request of 3 entries", got)
+	}
+	noStatus := 0
+	for _, e := range got[0].StatusHashes {
+		if e.StatusHash == generic.NoStatus {
+			noStatus++
+		}
+	}
+	if noStatus != 2 {
+		t.Errorf("%d entries of NoStatus, want 2", noStatus)
+	}
+}

@@ -88,8 +88,17 @@ type ListerFunc[T Object] func(opts ListOptions) ([]T, error)
 func (f ListerFunc[T]) List(opts ListOptions) ([]T, error) { return f(opts) }
 
 // StatusHashGetter returns the hash of obj's status that status resync
-// compares. Both peers must compute it the same way; use StatusHash.
+// compares. Both peers must compute it the same way; use StatusHash. It
+// may return NoStatus for an object that has no status yet.
 type StatusHashGetter[T Object] func(obj T) (string, error)
+
+// NoStatus is the status hash of an object that has no status yet. It
+// equals no hash of a status, so an agent asked with it sends what it has.
+// A source none of whose objects has a status sends an empty status resync
+// request, which asks every agent for every status (as seed 000 has a
+// source without a database do), instead of an entry for each object to
+// every agent.
+const NoStatus = ""
 
 // ResourceHandler handles one received object: on a source, a status from an
 // agent; on an agent, a spec from a source (t.Action says create, update or

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -325,7 +326,7 @@ func (s *SourceClient[T]) sendOrphanDelete(ctx context.Context, dt types.DataTyp
 }
 
 // requestResync sends a status resync request with the hash of every status
-// we hold for dt.
+// we hold for dt, or an empty one (every status) if we hold none.
 func (s *SourceClient[T]) requestResync(ctx context.Context, dt types.DataType) error {
 	c := s.c
 	objs, err := c.lister.List(ListOptions{Source: c.id, DataType: dt})
@@ -344,6 +345,9 @@ func (s *SourceClient[T]) requestResync(ctx context.Context, dt types.DataType) 
 			continue
 		}
 		entries = append(entries, types.StatusHash{ResourceID: string(o.GetUID()), StatusHash: h})
+	}
+	if !slices.ContainsFunc(entries, func(e types.StatusHash) bool { return e.StatusHash != NoStatus }) {
+		entries = entries[:0] // no status at all: ask for every one
 	}
 	et := types.EventType{DataType: dt, SubResource: types.SubResourceStatus, Action: types.ResyncRequest}
 	events, err := buildResyncEvents(c.ceSource, et, []resyncGroup[types.StatusHash]{{entries: entries}},

@@ -115,6 +115,9 @@ func (widgetCodec) Decode(evt *cloudevents.Event) (*widget, error) {
 }
 
 func hashWidget(w *widget) (string, error) {
+	if w.Status == "" {
+		return generic.NoStatus, nil
+	}
 	return generic.StatusHash(map[string]string{"status": w.Status})
 }
 
