@@ -3,14 +3,22 @@ package server_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 
+	grpclib "google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
 	"github.com/workwire/sdk-go/generic/types"
 	"github.com/workwire/sdk-go/options"
+	"github.com/workwire/sdk-go/options/grpc/grpctest"
+	"github.com/workwire/sdk-go/options/grpc/protocol"
 	"github.com/workwire/sdk-go/options/grpc/server"
 )
 
@@ -89,5 +97,50 @@ func TestAuthDecisionsAreCached(t *testing.T) {
 	}
 	if _, undecided := auth.calls(req("A", "unreachable")); undecided != n {
 		t.Errorf("%d undecided publishes: %d authorizations, want %d (failures to decide are not cached)", n, undecided, n)
+	}
+}
+
+// switchAuthorizer allows source-a as source A until it is told not to.
+type switchAuthorizer struct{ revoked atomic.Bool }
+
+func (a *switchAuthorizer) Authorize(_ context.Context, id server.Identity, req server.Request) error {
+	if a.revoked.Load() || id.User != "source-a" || req.Source != "A" {
+		return fmt.Errorf("%w: %s may not act as %q", server.ErrDenied, id.User, req.Source)
+	}
+	return nil
+}
+
+// A grant taken back ends the subscriptions it allowed within about
+// AuthCacheTTL: open streams are authorized again at that interval.
+func TestARevokedSubscriptionEnds(t *testing.T) {
+	authz := &switchAuthorizer{}
+	srv := grpctest.NewServerWithConfig(t, server.Config{AuthCacheTTL: options.Duration(100 * time.Millisecond)},
+		server.WithAuthenticator(server.StaticAuthenticator{Tokens: map[string]server.Identity{"token-a": {User: "source-a"}}}),
+		server.WithAuthorizer(authz))
+	conn, err := grpclib.NewClient(srv.Addr(), grpclib.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	ctx = metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer token-a")
+	stream, err := protocol.NewCloudEventServiceClient(conn).Subscribe(ctx, &protocol.SubscriptionRequest{Source: "A", DataTypes: []string{dataType}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if msg, err := stream.Recv(); err != nil || msg.GetHeartbeat() == nil {
+		t.Fatalf("want the first heartbeat, got %v, %v", msg, err)
+	}
+	authz.revoked.Store(true)
+	for {
+		_, err := stream.Recv()
+		if err == nil {
+			continue // a heartbeat
+		}
+		if status.Code(err) != codes.PermissionDenied {
+			t.Fatalf("the stream ended with %v, want PermissionDenied", err)
+		}
+		return
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/cloudevents/sdk-go/binding/format/protobuf/v2/pb"
 	"google.golang.org/protobuf/proto"
@@ -169,6 +170,42 @@ func (s *subscriber) offer(q queued) bool {
 	}
 }
 
+// offerWithin queues q, waiting up to wait for room by count: the
+// backpressure statuses get (see registry.routeStatus). A subscriber still
+// full after wait fell behind and is dropped, as is one past its bytes
+// bound. It returns ctx's error if the publisher gives up first; q is then
+// not queued.
+func (s *subscriber) offerWithin(ctx context.Context, q queued, wait time.Duration) (bool, error) {
+	if s.dropped.Load() {
+		return false, nil
+	}
+	if !s.reserve(q.size) {
+		s.drop(fmt.Sprintf("more than %d bytes queued", s.maxBytes))
+		return false, nil
+	}
+	select {
+	case s.queue <- q:
+		return true, nil
+	default:
+	}
+	timer := time.NewTimer(wait)
+	defer timer.Stop()
+	select {
+	case s.queue <- q:
+		return true, nil
+	case <-timer.C:
+		s.bytes.Add(-q.size)
+		s.drop(fmt.Sprintf("more than %d events queued for %v", cap(s.queue), wait))
+		return false, nil
+	case <-s.gone:
+		s.bytes.Add(-q.size)
+		return false, nil
+	case <-ctx.Done():
+		s.bytes.Add(-q.size)
+		return false, ctx.Err()
+	}
+}
+
 var errSubscriberGone = errors.New("subscriber gone")
 
 // offerWait queues q, waiting for room by count and by bytes: for what the
@@ -278,6 +315,35 @@ func removeFrom(m map[string]map[*subscriber]struct{}, key string, s *subscriber
 // type: a spec to the agents of its cluster, a status to the source it
 // names, a spec resync to every source and a status resync to every agent.
 // It returns how many accepted it.
+// routeStatus routes a status to its source's subscribers, waiting up to
+// wait for room in each (offerWithin). Every agent of a fleet publishes to
+// one source, so a source that falls behind for a moment is the rule, not a
+// fault: its agents' publishes wait rather than the source being dropped
+// and resyncing the whole fleet, which would only add to the load. The
+// wait holds no lock. It returns how many subscribers it reached, or ctx's
+// error if the publisher gave up waiting.
+func (r *registry) routeStatus(ctx context.Context, route options.Route, q queued, wait time.Duration) (int, error) {
+	r.mu.RLock()
+	targets := make([]*subscriber, 0, len(r.bySource[route.Source]))
+	for s := range r.bySource[route.Source] {
+		if s.wants(q) {
+			targets = append(targets, s)
+		}
+	}
+	r.mu.RUnlock()
+	n := 0
+	for _, s := range targets {
+		ok, err := s.offerWithin(ctx, q, wait)
+		if err != nil {
+			return n, err
+		}
+		if ok {
+			n++
+		}
+	}
+	return n, nil
+}
+
 func (r *registry) route(route options.Route, q queued) int {
 	r.mu.RLock()
 	defer r.mu.RUnlock()

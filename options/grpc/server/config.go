@@ -20,6 +20,9 @@ const (
 	// DefaultQueueSize is how many events wait for one subscriber before it
 	// counts as fallen behind and its stream is ended.
 	DefaultQueueSize = 10000
+	// DefaultQueueWait is how long a status waits for room in its source's
+	// queue: far longer than a healthy source takes to drain a full queue.
+	DefaultQueueWait = 30 * time.Second
 	// DefaultQueueBytes is how many bytes of events (their encoded stream
 	// messages) may wait for one subscriber before it counts as fallen
 	// behind: 64 MiB, sixteen events of the largest default size, or the
@@ -58,8 +61,18 @@ type Config struct {
 	// QueueSize bounds the events waiting for one subscriber. A subscriber
 	// whose queue is full has fallen behind: its stream ends with
 	// ResourceExhausted, and it resubscribes and resyncs, while the others
-	// go on unaffected. Default: DefaultQueueSize.
+	// go on unaffected — except that a status, published to one source by
+	// one of many agents, first waits up to QueueWait for room (see
+	// QueueWait). Default: DefaultQueueSize.
 	QueueSize int `json:"queueSize,omitempty"`
+	// QueueWait is how long a Publish of a status waits for room in the
+	// full queue of its source before the source counts as fallen behind.
+	// A whole fleet publishes to one source, which may well fall behind for
+	// a moment; waiting slows its agents down to its pace, where dropping
+	// it would make it resync the fleet. Other events never wait: a spec
+	// goes to one agent, and a slow agent must not hold up the hub.
+	// Default: DefaultQueueWait.
+	QueueWait options.Duration `json:"queueWait,omitempty"`
 	// QueueBytes bounds the bytes of the events waiting for one subscriber
 	// (their encoded size), so that large events cannot exhaust memory
 	// before QueueSize is reached: the subscriber overflowing either bound
@@ -127,6 +140,9 @@ func (c Config) Validate() error {
 	var errs []error
 	if c.QueueSize < 0 {
 		errs = append(errs, fmt.Errorf("queueSize %d: want 0 (default) or more", c.QueueSize))
+	}
+	if c.QueueWait < 0 {
+		errs = append(errs, fmt.Errorf("queueWait %v: want 0 (default) or more", time.Duration(c.QueueWait)))
 	}
 	if c.QueueBytes < 0 {
 		errs = append(errs, fmt.Errorf("queueBytes %d: want 0 (default) or more", c.QueueBytes))

@@ -33,12 +33,13 @@ func TestValidateReportsEveryProblem(t *testing.T) {
 	err := server.Config{
 		QueueSize:  -1,
 		QueueBytes: -1,
+		QueueWait:  -1,
 		TLS:        server.TLSConfig{CertFile: "missing.pem", RequireClientCert: true, MinVersion: "1.1"},
 	}.Validate()
 	if err == nil {
 		t.Fatal("Validate accepted a bad config")
 	}
-	for _, want := range []string{"queueSize", "queueBytes", "certFile and keyFile", "requireClientCert", "minVersion"} {
+	for _, want := range []string{"queueSize", "queueBytes", "queueWait", "certFile and keyFile", "requireClientCert", "minVersion"} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error lacks %q: %v", want, err)
 		}

@@ -89,6 +89,7 @@ type Server struct {
 	authz      Authorizer
 	authnCache *ttlCache[Identity]
 	authzCache *ttlCache[struct{}]
+	recheck    time.Duration // how often open subscriptions are authorized again
 	grpcOpts   []grpc.ServerOption
 	pending    []pendingService
 	services   map[types.DataType]*binding // by plural and singular form
@@ -97,6 +98,7 @@ type Server struct {
 	heartbeat  time.Duration
 	queueSize  int
 	queueBytes int
+	queueWait  time.Duration
 
 	reg    *registry
 	nextID atomic.Uint64
@@ -116,6 +118,7 @@ func New(cfg Config, opts ...Option) (*Server, error) {
 		heartbeat:  orDefault(cfg.HeartbeatInterval, DefaultHeartbeatInterval),
 		queueSize:  orDefaultInt(cfg.QueueSize, DefaultQueueSize),
 		queueBytes: orDefaultInt(cfg.QueueBytes, DefaultQueueBytes),
+		queueWait:  orDefault(cfg.QueueWait, DefaultQueueWait),
 		reg:        newRegistry(),
 	}
 	if s.sourceID == "" {
@@ -157,6 +160,10 @@ func New(cfg Config, opts ...Option) (*Server, error) {
 	}
 	ttl := orDefault(cfg.AuthCacheTTL, DefaultAuthCacheTTL)
 	s.authnCache, s.authzCache = newTTLCache[Identity](ttl, 10000), newTTLCache[struct{}](ttl, 100000)
+	s.recheck = ttl
+	if s.recheck <= 0 { // caching off: still check open streams now and then
+		s.recheck = DefaultAuthCacheTTL
+	}
 	if s.registerer != nil {
 		s.metrics = newMetrics()
 		if err := s.metrics.register(s.registerer); err != nil {
@@ -317,7 +324,15 @@ func (in *instance) Publish(ctx context.Context, req *protocol.PublishRequest) (
 			return &protocol.PublishResponse{}, err
 		}
 	}
-	n := s.reg.route(route, newQueued(route, pbe, dt))
+	q := newQueued(route, pbe, dt)
+	var n int
+	if route.Role == options.RoleStatus {
+		if n, err = s.reg.routeStatus(ctx, route, q, s.queueWait); err != nil {
+			return nil, status.FromContextError(err).Err()
+		}
+	} else {
+		n = s.reg.route(route, q)
+	}
 	if log := s.log.V(4); log.Enabled() {
 		log.Info("routed", "id", pbe.GetId(), "type", pbe.GetType(), "route", route, "subscribers", n, "user", id.User)
 	}
@@ -422,23 +437,12 @@ func (in *instance) Subscribe(req *protocol.SubscriptionRequest, stream grpc.Ser
 	if err != nil {
 		return status.Errorf(codes.InvalidArgument, "subscription: %v", err)
 	}
-	areq := Request{Verb: VerbSubscribe, Role: options.RoleSpec, Cluster: req.GetClusterName()}
-	if req.GetSource() != "" {
-		areq = Request{Verb: VerbSubscribe, Role: options.RoleStatus, Source: req.GetSource()}
-	}
-	dts := req.GetDataTypes()
-	if len(dts) == 0 {
-		dts = []string{""}
-	}
-	for _, dt := range dts {
-		areq.DataType = dt
-		if err := s.authorize(ctx, id, areq); err != nil {
-			return err
-		}
+	if err := s.authorizeSubscription(ctx, id, req); err != nil {
+		return err
 	}
 	// Only an authorized subscription creates time series (see Publish).
 	if s.metrics != nil {
-		for _, dt := range dts {
+		for _, dt := range subscriptionDataTypes(req) {
 			l := ceLabels{cluster: req.GetClusterName(), dataType: dt, method: "Subscribe"}
 			s.metrics.ceCall(l)
 			s.metrics.ceReceived(l)
@@ -486,8 +490,26 @@ func (in *instance) Subscribe(req *protocol.SubscriptionRequest, stream grpc.Ser
 		tick = timer.C
 	}
 	lastSend := time.Now()
+	// A grant can be taken back (a token revoked, a binding removed): every
+	// AuthCacheTTL the subscription is authorized again and ends once it is
+	// refused. A check that cannot decide (Unavailable) leaves it be.
+	var recheck <-chan time.Time
+	if s.authn != nil || s.authz != nil {
+		ticker := time.NewTicker(s.recheck)
+		defer ticker.Stop()
+		recheck = ticker.C
+	}
 	for {
 		select {
+		case <-recheck:
+			id, err := s.authenticate(ctx)
+			if err == nil {
+				err = s.authorizeSubscription(ctx, id, req)
+			}
+			if err != nil && status.Code(err) != codes.Unavailable {
+				log.Info("subscription no longer allowed; ending its stream", "err", err)
+				return err
+			}
 		case q := <-sub.queue:
 			err := stream.Send(q.msg)
 			sub.dequeued(q)
@@ -519,6 +541,31 @@ func (in *instance) Subscribe(req *protocol.SubscriptionRequest, stream grpc.Ser
 			return status.FromContextError(ctx.Err()).Err()
 		}
 	}
+}
+
+// authorizeSubscription authorizes id's req for each data type it names
+// (or every data type, for none).
+func (s *Server) authorizeSubscription(ctx context.Context, id Identity, req *protocol.SubscriptionRequest) error {
+	areq := Request{Verb: VerbSubscribe, Role: options.RoleSpec, Cluster: req.GetClusterName()}
+	if req.GetSource() != "" {
+		areq = Request{Verb: VerbSubscribe, Role: options.RoleStatus, Source: req.GetSource()}
+	}
+	for _, dt := range subscriptionDataTypes(req) {
+		areq.DataType = dt
+		if err := s.authorize(ctx, id, areq); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// subscriptionDataTypes are the data types req names, or "" (every data
+// type) if it names none.
+func subscriptionDataTypes(req *protocol.SubscriptionRequest) []string {
+	if dts := req.GetDataTypes(); len(dts) > 0 {
+		return dts
+	}
+	return []string{""}
 }
 
 func (s *Server) heartbeatMessage() *protocol.SubscriptionResponse {

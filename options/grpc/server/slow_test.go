@@ -4,12 +4,17 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/workwire/sdk-go/generic/types"
 	"github.com/workwire/sdk-go/options"
 	"github.com/workwire/sdk-go/options/grpc/grpctest"
+	"github.com/workwire/sdk-go/options/grpc/protocol"
 	"github.com/workwire/sdk-go/options/grpc/server"
 	"github.com/workwire/sdk-go/options/transporttest"
 )
@@ -66,4 +71,93 @@ func TestASlowSubscriberIsDroppedWithoutBlockingOthers(t *testing.T) {
 		t.Errorf("the slow subscriber got all %d events: its queue never overflowed", got)
 	}
 	t.Logf("%d sends took %v while a subscriber was stuck", n, sendTime)
+}
+
+// Statuses from a fleet go to one source: a source whose queue is full
+// makes the agents' publishes wait for room instead of being dropped, and
+// receives every status once it reads again.
+func TestStatusesWaitForASourceThatFellBehind(t *testing.T) {
+	srv := grpctest.NewServerWithConfig(t, server.Config{QueueSize: 10, QueueWait: options.Duration(time.Minute)})
+	slow := &stuckReceiver{Recorder: transporttest.NewRecorder(), gate: make(chan struct{})}
+	t.Cleanup(slow.open)
+	source := newTransport(t, srv.Config())
+	ctx, cancel := contextWithTimeout(10 * time.Second)
+	defer cancel()
+	if err := source.Start(ctx, options.SourceSubscriptions("hub", []string{dataType}), slow); err != nil {
+		t.Fatal(err)
+	}
+	agent := newTransport(t, srv.Config())
+	mustStart(t, agent, nil)
+
+	// Far more than the queue and the stream's flow-control window hold,
+	// from several publishers at once, as an agent's publisher sends.
+	const n, publishers = 400, 8
+	pad := strings.Repeat("x", 2048)
+	var wg sync.WaitGroup
+	var published atomic.Int64
+	errs := make(chan error, n)
+	for p := range publishers {
+		wg.Go(func() {
+			for i := p; i < n; i += publishers {
+				evt := event(fmt.Sprint("s", i), "status.update_request", map[string]string{
+					types.ExtClusterName: "cluster1", types.ExtOriginalSource: "hub", "pad": pad})
+				if err := send(agent, options.Route{Role: options.RoleStatus, Source: "hub", Cluster: "cluster1"}, evt); err != nil {
+					errs <- err
+				}
+				published.Add(1)
+			}
+		})
+	}
+	// The source reads again once the publishers are held up: its queue
+	// (10) and stream window (64 KiB, some 30 of these events) are full,
+	// and no publish has returned for half a second. (Had the source been
+	// dropped instead, every publish would have returned.)
+	last, still := published.Load(), 0
+	for still < 10 && last < n {
+		time.Sleep(50 * time.Millisecond)
+		if now := published.Load(); now == last {
+			still++
+		} else {
+			last, still = now, 0
+		}
+	}
+	t.Logf("publishers held up after %d of %d statuses", last, n)
+	slow.open()
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Errorf("a status publish failed: %v", err)
+	}
+	slow.Wait(t, "every status at the source", 20*time.Second, func() bool { return len(slow.Deliveries()) == n })
+	if c := slow.Connects(); c != 1 {
+		t.Errorf("the source connected %d times, want 1: it was dropped", c)
+	}
+}
+
+// A source that does not read for longer than QueueWait has fallen behind:
+// it is dropped (and resubscribes), and the publishes go on.
+func TestASourceStuckPastQueueWaitIsDropped(t *testing.T) {
+	srv := grpctest.NewServerWithConfig(t, server.Config{QueueSize: 10, QueueWait: options.Duration(100 * time.Millisecond)})
+	slow := rawSubscribe(t, srv.Addr(), &protocol.SubscriptionRequest{Source: "hub", DataTypes: []string{dataType}})
+	agent := newTransport(t, srv.Config())
+	mustStart(t, agent, nil)
+	// Far more than the queue and the stream's flow-control window hold:
+	// the first publish to find the queue full waits QueueWait, then the
+	// source is dropped and the rest reach nobody.
+	pad := strings.Repeat("x", 4<<10)
+	for i := range 100 {
+		evt := event(fmt.Sprint("s", i), "status.update_request", map[string]string{
+			types.ExtClusterName: "cluster1", types.ExtOriginalSource: "hub", "pad": pad})
+		if err := send(agent, options.Route{Role: options.RoleStatus, Source: "hub", Cluster: "cluster1"}, evt); err != nil {
+			t.Fatalf("status %d: %v", i, err)
+		}
+	}
+	for {
+		if _, err := slow.Recv(); err != nil {
+			if status.Code(err) != codes.ResourceExhausted {
+				t.Errorf("the stuck source's stream ended with %v, want ResourceExhausted", err)
+			}
+			return
+		}
+	}
 }
