@@ -442,27 +442,3 @@ func (h *heldIndex) finishRebuild(epoch uint64, listed map[string]heldEntry) {
 	}
 	h.m = listed
 }
-
-// sequenceID reads the optional sequenceid extension: a decimal string, or
-// a CloudEvents integer from peers that send one.
-func sequenceID(evt *cloudevents.Event) (uint64, bool, error) {
-	v, ok := types.Extension(evt, types.ExtSequenceID)
-	if !ok {
-		return 0, false, nil
-	}
-	switch v := v.(type) {
-	case string:
-		n, err := strconv.ParseUint(v, 10, 64)
-		if err != nil {
-			return 0, false, &types.ExtensionError{Name: types.ExtSequenceID, EventID: evt.ID(), Err: fmt.Errorf("want a decimal integer: %w", err)}
-		}
-		return n, true, nil
-	case int32:
-		if v < 0 {
-			return 0, false, &types.ExtensionError{Name: types.ExtSequenceID, EventID: evt.ID(), Err: fmt.Errorf("negative: %d", v)}
-		}
-		return uint64(v), true, nil
-	default:
-		return 0, false, &types.ExtensionError{Name: types.ExtSequenceID, EventID: evt.ID(), Err: fmt.Errorf("want a decimal string, got %T", v)}
-	}
-}

@@ -124,7 +124,7 @@ func (s *SourceClient[T]) classify(d *options.Delivery, et types.EventType) (*ta
 		if err != nil {
 			return nil, DropMalformed, err
 		}
-		seq, hasSeq, err := sequenceID(evt)
+		seq, hasSeq, err := types.SequenceID(evt)
 		if err != nil {
 			return nil, DropMalformed, err
 		}
@@ -201,7 +201,7 @@ func (s *SourceClient[T]) answerResync(ctx context.Context, cluster string, dt t
 		c.log.V(2).Info("in the orphan grace period: orphans are kept for now", "cluster", cluster)
 	}
 
-	seq, hasSeq, err := sequenceID(batch)
+	seq, hasSeq, err := types.SequenceID(batch)
 	if err != nil {
 		return malformed(err)
 	}

@@ -191,3 +191,28 @@ func TimeExtension(evt *cloudevents.Event, name string) (value time.Time, ok boo
 func SetTimeExtension(evt *cloudevents.Event, name string, t time.Time) {
 	evt.SetExtension(name, cetypes.Timestamp{Time: t.UTC()})
 }
+
+// SequenceID reads the optional sequenceid extension: a decimal string (the
+// MQTT binding carries every attribute as a string), or a CloudEvents
+// integer from peers that send one. ok is false when it is absent.
+func SequenceID(evt *cloudevents.Event) (value uint64, ok bool, err error) {
+	v, ok := lookup(evt, ExtSequenceID)
+	if !ok {
+		return 0, false, nil
+	}
+	switch v := v.(type) {
+	case string:
+		n, err := strconv.ParseUint(v, 10, 64)
+		if err != nil {
+			return 0, false, extErr(evt, ExtSequenceID, fmt.Errorf("want a decimal integer: %w", err))
+		}
+		return n, true, nil
+	case int32:
+		if v < 0 {
+			return 0, false, extErr(evt, ExtSequenceID, fmt.Errorf("negative: %d", v))
+		}
+		return uint64(v), true, nil
+	default:
+		return 0, false, extErr(evt, ExtSequenceID, fmt.Errorf("want a decimal string, got %T", v))
+	}
+}

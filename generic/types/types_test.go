@@ -348,3 +348,37 @@ func BenchmarkDecodeStatusHashList1000(b *testing.B) {
 		}
 	}
 }
+
+func TestSequenceID(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		name    string
+		value   any
+		want    uint64
+		ok      bool
+		wantErr bool
+	}{
+		{name: "absent"},
+		{name: "decimal string", value: "18446744073709551615", want: math.MaxUint64, ok: true},
+		{name: "integer", value: int32(7), want: 7, ok: true},
+		{name: "negative integer", value: int32(-1), wantErr: true},
+		{name: "not a number", value: "7a", wantErr: true},
+		{name: "over 64 bits", value: "18446744073709551616", wantErr: true},
+		{name: "a boolean", value: true, wantErr: true},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			evt := cloudevents.NewEvent()
+			evt.SetID("e1")
+			if tt.value != nil {
+				evt.SetExtension(ExtSequenceID, tt.value)
+			}
+			got, ok, err := SequenceID(&evt)
+			if (err != nil) != tt.wantErr || got != tt.want || ok != tt.ok {
+				t.Errorf("SequenceID = %d, %v, %v; want %d, %v, error %v", got, ok, err, tt.want, tt.ok, tt.wantErr)
+			}
+			if err != nil && !errors.Is(err, ErrExtension) {
+				t.Errorf("error %v does not wrap ErrExtension", err)
+			}
+		})
+	}
+}
