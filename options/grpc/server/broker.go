@@ -51,7 +51,7 @@ type subscriber struct {
 	maxBytes int64
 	bytes    atomic.Int64  // the sizes of what queue holds or is promised to
 	room     chan struct{} // a token after each dequeue, for offerWait
-	gone     chan struct{} // closed when the subscriber fell behind
+	gone     chan struct{} // closed when the subscriber fell behind or its stream ended
 	why      string        // which bound it passed; set before gone closes
 	goneOnce sync.Once
 	dropped  atomic.Bool
@@ -281,9 +281,10 @@ func (r *registry) add(s *subscriber) {
 	}
 }
 
+// remove takes s out of routing once its stream has ended, and lets go of
+// what waits for it: its queue, and publishers waiting for room in it.
 func (r *registry) remove(s *subscriber) {
 	r.mu.Lock()
-	defer r.mu.Unlock()
 	if s.source != "" {
 		removeFrom(r.bySource, s.source, s)
 		delete(r.sources, s)
@@ -291,6 +292,8 @@ func (r *registry) remove(s *subscriber) {
 		removeFrom(r.byCluster, s.cluster, s)
 		delete(r.agents, s)
 	}
+	r.mu.Unlock()
+	s.drop("its stream ended")
 }
 
 func addTo(m map[string]map[*subscriber]struct{}, key string, s *subscriber) {
@@ -311,10 +314,6 @@ func removeFrom(m map[string]map[*subscriber]struct{}, key string, s *subscriber
 	}
 }
 
-// route offers q to every subscriber route reaches that takes q's data
-// type: a spec to the agents of its cluster, a status to the source it
-// names, a spec resync to every source and a status resync to every agent.
-// It returns how many accepted it.
 // routeStatus routes a status to its source's subscribers, waiting up to
 // wait for room in each (offerWithin). Every agent of a fleet publishes to
 // one source, so a source that falls behind for a moment is the rule, not a
@@ -344,6 +343,10 @@ func (r *registry) routeStatus(ctx context.Context, route options.Route, q queue
 	return n, nil
 }
 
+// route offers q to every subscriber route reaches that takes q's data
+// type: a spec to the agents of its cluster, a status to the source it
+// names, a spec resync to every source and a status resync to every agent.
+// It returns how many accepted it.
 func (r *registry) route(route options.Route, q queued) int {
 	r.mu.RLock()
 	defer r.mu.RUnlock()

@@ -1,6 +1,7 @@
 package server_test
 
 import (
+	"context"
 	"fmt"
 	"strings"
 	"sync"
@@ -8,7 +9,9 @@ import (
 	"testing"
 	"time"
 
+	grpclib "google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
 	"github.com/workwire/sdk-go/generic/types"
@@ -159,5 +162,64 @@ func TestASourceStuckPastQueueWaitIsDropped(t *testing.T) {
 			}
 			return
 		}
+	}
+}
+
+// A source whose stream ends lets go of the publishers waiting for room in
+// its queue at once, not after QueueWait.
+func TestAnEndedSourceReleasesWaitingPublishers(t *testing.T) {
+	srv := grpctest.NewServerWithConfig(t, server.Config{QueueSize: 10, QueueWait: options.Duration(time.Hour)})
+	conn, err := grpclib.NewClient(srv.Addr(), grpclib.WithTransportCredentials(insecure.NewCredentials()),
+		grpclib.WithInitialWindowSize(64<<10), grpclib.WithInitialConnWindowSize(64<<10))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	ctx, endSource := context.WithCancel(context.Background())
+	defer endSource()
+	stream, err := protocol.NewCloudEventServiceClient(conn).Subscribe(ctx, &protocol.SubscriptionRequest{Source: "hub", DataTypes: []string{dataType}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := stream.Recv(); err != nil {
+		t.Fatalf("first heartbeat: %v", err)
+	}
+	agent := newTransport(t, srv.Config())
+	mustStart(t, agent, nil)
+	pad := strings.Repeat("x", 4<<10)
+	var wg sync.WaitGroup
+	var published atomic.Int64
+	for p := range 4 {
+		wg.Go(func() {
+			for i := range 100 {
+				evt := event(fmt.Sprint("s", p, "-", i), "status.update_request", map[string]string{
+					types.ExtClusterName: "cluster1", types.ExtOriginalSource: "hub", "pad": pad})
+				_ = send(agent, options.Route{Role: options.RoleStatus, Source: "hub", Cluster: "cluster1"}, evt)
+				published.Add(1)
+			}
+		})
+	}
+	// The source reads nothing: the publishers are held up...
+	last, still := published.Load(), 0
+	for still < 10 {
+		time.Sleep(50 * time.Millisecond)
+		if now := published.Load(); now == last {
+			still++
+		} else {
+			last, still = now, 0
+		}
+	}
+	if last == 400 {
+		t.Fatal("every publish returned while the source read nothing")
+	}
+	// ... until its stream ends.
+	endSource()
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	// Well before the publishes' own 10s deadline (send) gives up on them.
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		t.Fatalf("publishers still held up 5s after the source's stream ended (%d of 400 returned)", published.Load())
 	}
 }
