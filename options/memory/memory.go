@@ -79,8 +79,10 @@ type Faults struct {
 // Faults.MaxHold is not set.
 const DefaultMaxHold = 50 * time.Millisecond
 
-// FaultStats counts the faults a broker injected. Flushed counts the
-// reordered deliveries that no later delivery released, so that their hold
+// FaultStats counts the faults a broker drew, so that a seed gives the same
+// counts on every run: Reordered counts the deliveries drawn to be held back,
+// though one drawn while another is held goes on at once. Flushed counts
+// the held deliveries that no later delivery released, so that their hold
 // ran out.
 type FaultStats struct {
 	Delivered, Dropped, Duplicated, Reordered, Delayed, Flushed int
