@@ -120,8 +120,12 @@ func New(client versioned.Interface, informer workinformers.ManifestWorkInformer
 	return s, nil
 }
 
+// finalizeWorkers is how many works Run updates at once: a hub that starts
+// with many works lacking the finalizer gets them in parallel.
+const finalizeWorkers = 4
+
 // Run puts Finalizer on the works that lack it until ctx ends, once the
-// informer has synced. It blocks until ctx ends and its worker has
+// informer has synced. It blocks until ctx ends and its workers have
 // stopped; call it once.
 func (s *Service) Run(ctx context.Context) {
 	stop := context.AfterFunc(ctx, s.finalize.ShutDown)
@@ -130,8 +134,14 @@ func (s *Service) Run(ctx context.Context) {
 	if !cache.WaitForCacheSync(ctx.Done(), s.informer.HasSynced) {
 		return
 	}
-	for s.finalizeNext(ctx) {
+	var wg sync.WaitGroup
+	for range finalizeWorkers {
+		wg.Go(func() {
+			for s.finalizeNext(ctx) {
+			}
+		})
 	}
+	wg.Wait()
 }
 
 func (s *Service) needsFinalizer(obj any) {
