@@ -21,7 +21,23 @@ var (
 	// ErrTooLarge is returned by Send for an event larger than the transport or
 	// its broker accepts. The event is not sent; events behind it are unaffected.
 	ErrTooLarge = errors.New("event too large")
+	// ErrInvalidEvent is returned by Send for an event that is not a valid
+	// CloudEvent (nil, or a required attribute missing or malformed), which
+	// its receivers would only drop. It is not sent.
+	ErrInvalidEvent = errors.New("invalid CloudEvent")
 )
+
+// CheckEvent returns an error wrapping ErrInvalidEvent if evt is nil or not
+// a valid CloudEvent. Transports call it first thing in Send.
+func CheckEvent(evt *cloudevents.Event) error {
+	if evt == nil {
+		return fmt.Errorf("%w: the event is nil", ErrInvalidEvent)
+	}
+	if err := evt.Validate(); err != nil {
+		return fmt.Errorf("%w: event %q: %v", ErrInvalidEvent, evt.ID(), err)
+	}
+	return nil
+}
 
 // Role is what an event is for, which decides where a transport routes it.
 type Role int
@@ -176,8 +192,9 @@ type Transport interface {
 	Start(ctx context.Context, subs []Subscription, r Receiver) error
 	// Send sends evt to where route points. It blocks until the broker has
 	// accepted the event (as far as the transport can tell) or ctx ends.
-	// It returns an error wrapping ErrNotConnected, ErrTooLarge, ErrClosed or
-	// ErrNotStarted where those apply. It is goroutine-safe.
+	// It returns an error wrapping ErrInvalidEvent, ErrNotConnected,
+	// ErrTooLarge, ErrClosed or ErrNotStarted where those apply. It is
+	// goroutine-safe.
 	Send(ctx context.Context, route Route, evt *cloudevents.Event) error
 	// Close disconnects and returns once every goroutine the transport started
 	// has stopped, or ctx ends. It is idempotent.

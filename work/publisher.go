@@ -25,12 +25,13 @@ const publishAttempts = 8
 
 // permanent reports whether err is one that sending the same snapshot
 // again cannot fix: the event is larger than the transport or its broker
-// takes (options.ErrTooLarge), or the codec cannot encode the work, whichever
-// codec it is (generic.ErrEncode). Resync cannot deliver such a work
+// takes (options.ErrTooLarge), the codec cannot encode the work, whichever
+// codec it is (generic.ErrEncode), or encoded it as no valid CloudEvent
+// (options.ErrInvalidEvent). Resync cannot deliver such a work
 // either: it stays undelivered until it changes. Anything else (not
 // connected, a broker that failed, a timeout) may pass on a later try.
 func permanent(err error) bool {
-	return errors.Is(err, options.ErrTooLarge) || errors.Is(err, generic.ErrEncode)
+	return errors.Is(err, options.ErrTooLarge) || errors.Is(err, generic.ErrEncode) || errors.Is(err, options.ErrInvalidEvent)
 }
 
 // publisher sends works — specs on a hub, statuses on an agent — off the

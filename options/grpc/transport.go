@@ -594,6 +594,9 @@ func (t *Transport) Send(ctx context.Context, route options.Route, evt *cloudeve
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("grpc: send: %w", err)
 	}
+	if err := options.CheckEvent(evt); err != nil {
+		return fmt.Errorf("grpc: send: %w", err)
+	}
 	if err := route.Validate(); err != nil {
 		return fmt.Errorf("grpc: %w", err)
 	}

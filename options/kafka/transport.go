@@ -745,8 +745,8 @@ func (t *Transport) Send(ctx context.Context, route options.Route, evt *cloudeve
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("kafka: send: %w", err)
 	}
-	if evt == nil {
-		return errors.New("kafka: send: event is nil")
+	if err := options.CheckEvent(evt); err != nil {
+		return fmt.Errorf("kafka: send: %w", err)
 	}
 	if err := route.Validate(); err != nil {
 		return fmt.Errorf("kafka: %w", err)

@@ -292,6 +292,9 @@ func (t *Transport) MaxEventBytes() int { return t.broker.maxEventBytes() }
 // wrapping options.ErrTooLarge and reaches nobody. Send does not wait for
 // delivery; it is goroutine-safe.
 func (t *Transport) Send(ctx context.Context, route options.Route, evt *cloudevents.Event) error {
+	if err := options.CheckEvent(evt); err != nil {
+		return fmt.Errorf("memory transport: send: %w", err)
+	}
 	if err := route.Validate(); err != nil {
 		return err
 	}

@@ -417,6 +417,9 @@ func (t *Transport) Send(ctx context.Context, route options.Route, evt *cloudeve
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("mqtt: send: %w", err)
 	}
+	if err := options.CheckEvent(evt); err != nil {
+		return fmt.Errorf("mqtt: send: %w", err)
+	}
 	topic, err := t.topics.Topic(route)
 	if err != nil {
 		return fmt.Errorf("mqtt: %w", err)

@@ -378,6 +378,13 @@ func lifecycleErrors(t *testing.T, h Harness) {
 	if err := tr.Send(ctx, options.Route{Role: options.RoleSpec, Source: "s"}, NewEvent("y", "spec.create_request")); err == nil {
 		t.Error("Send on a route without a cluster succeeded")
 	}
+	// What receivers would only drop as malformed fails at Send.
+	if err := tr.Send(ctx, route, NewEvent("", "spec.create_request")); !errors.Is(err, options.ErrInvalidEvent) {
+		t.Errorf("Send of an event without an ID: %v, want ErrInvalidEvent", err)
+	}
+	if err := tr.Send(ctx, route, nil); !errors.Is(err, options.ErrInvalidEvent) {
+		t.Errorf("Send of a nil event: %v, want ErrInvalidEvent", err)
+	}
 	closeTransport(t, tr)
 	closeTransport(t, tr) // idempotent
 	if err := tr.Send(ctx, route, NewEvent("z", "spec.create_request")); !errors.Is(err, options.ErrClosed) {
