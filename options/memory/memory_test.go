@@ -90,9 +90,12 @@ func TestFaults(t *testing.T) {
 		t.Errorf("delivered %v", got)
 	}
 
-	_, hub, rec = setup(memory.Faults{Delay: 20 * time.Millisecond, Seed: 3})
+	delayed, hub, rec := setup(memory.Faults{Delay: 20 * time.Millisecond, Seed: 3})
 	send(hub, "d1", "d2", "d3")
 	rec.Wait(t, "delayed deliveries", 5*time.Second, func() bool { return len(rec.Deliveries()) == 3 })
+	if s := delayed.FaultStats(); s.Delayed != 3 {
+		t.Errorf("%d deliveries delayed, want 3: %+v", s.Delayed, s)
+	}
 }
 
 var specRoute = options.Route{Role: options.RoleSpec, Source: "hub", Cluster: "c1"}

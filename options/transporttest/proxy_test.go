@@ -78,6 +78,20 @@ func TestProxy(t *testing.T) {
 		}
 		c2.Close()
 	}
+	// Accepting again after a cut and a refusal: a new connection works.
+	p.Refuse(false)
+	c3, err := net.Dial("tcp", p.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c3.Close()
+	_ = c3.SetDeadline(time.Now().Add(5 * time.Second))
+	if _, err := c3.Write([]byte("again\n")); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := bufio.NewReader(c3).ReadString('\n'); err != nil || got != "again\n" {
+		t.Fatalf("a new connection after Refuse(false): %q %v", got, err)
+	}
 	if p.Cuts() != 1 {
 		t.Errorf("Cuts = %d", p.Cuts())
 	}
