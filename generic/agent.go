@@ -103,6 +103,11 @@ var _ Interface[Object] = (*AgentClient[Object])(nil)
 // encodeStatus encodes obj's status and stamps what the protocol adds: the
 // cluster name and the next sequenceid.
 func (a *AgentClient[T]) encodeStatus(codec Codec[T], t types.EventType, obj T) (*cloudevents.Event, options.Route, error) {
+	return a.encodeStatusAt(codec, t, obj, a.seq.next())
+}
+
+// encodeStatusAt is encodeStatus with sequenceid seq.
+func (a *AgentClient[T]) encodeStatusAt(codec Codec[T], t types.EventType, obj T, seq uint64) (*cloudevents.Event, options.Route, error) {
 	evt, err := codec.Encode(a.c.ceSource, t, obj)
 	if err != nil {
 		return nil, options.Route{}, fmt.Errorf("%w: %w", ErrEncode, err)
@@ -112,7 +117,7 @@ func (a *AgentClient[T]) encodeStatus(codec Codec[T], t types.EventType, obj T) 
 		return nil, options.Route{}, fmt.Errorf("%w: %w", ErrEncode, err)
 	}
 	evt.SetExtension(types.ExtClusterName, a.c.id)
-	evt.SetExtension(types.ExtSequenceID, strconv.FormatUint(a.seq.next(), 10))
+	evt.SetExtension(types.ExtSequenceID, strconv.FormatUint(seq, 10))
 	return evt, options.Route{Role: options.RoleStatus, Source: source, Cluster: a.c.id}, nil
 }
 
@@ -220,6 +225,10 @@ func (a *AgentClient[T]) answerResync(ctx context.Context, source string, dt typ
 		// source restart the source learns what we hold (orphans, and
 		// versions newer than its own).
 		c.queueResync(dt)
+		// The answers' sequence IDs come before the read: a status published
+		// from a newer read than this List outranks them at the source.
+		sess.seq = a.seq.reserve(answerSeqBlock)
+		sess.seqEnd = sess.seq + answerSeqBlock
 		objs, err := c.lister.List(ListOptions{Source: source, ClusterName: c.id, DataType: dt})
 		if err != nil {
 			c.sessions.close(key, sess)
@@ -250,7 +259,7 @@ func (a *AgentClient[T]) answerResync(ctx context.Context, source string, dt typ
 		} else if h == e.StatusHash {
 			continue
 		}
-		if err := a.sendStatus(ctx, codec, obj); err != nil {
+		if err := a.sendStatus(ctx, codec, obj, sess); err != nil {
 			return err
 		}
 		sess.sent++
@@ -263,7 +272,7 @@ func (a *AgentClient[T]) answerResync(ctx context.Context, source string, dt typ
 		if _, named := sess.seen[id]; named {
 			continue
 		}
-		if err := a.sendStatus(ctx, codec, obj); err != nil {
+		if err := a.sendStatus(ctx, codec, obj, sess); err != nil {
 			return err
 		}
 		sess.seen[id] = struct{}{}
@@ -275,12 +284,22 @@ func (a *AgentClient[T]) answerResync(ctx context.Context, source string, dt typ
 	return nil
 }
 
-// sendStatus sends obj's status for a resync. An object the codec cannot
-// encode, or whose status is too large for the transport, is reported and
-// skipped, so it cannot hold up the others.
-func (a *AgentClient[T]) sendStatus(ctx context.Context, codec Codec[T], obj T) error {
+// answerSeqBlock is how many sequence IDs a status resync answer reserves:
+// a millisecond's worth (see sequence), far more than an agent holds.
+const answerSeqBlock = 1 << 20
+
+// sendStatus sends obj's status for sess, a status resync. An object the
+// codec cannot encode, or whose status is too large for the transport, is
+// reported and skipped, so it cannot hold up the others.
+func (a *AgentClient[T]) sendStatus(ctx context.Context, codec Codec[T], obj T, sess *session[T]) error {
+	seq := sess.seq
+	if seq < sess.seqEnd {
+		sess.seq++
+	} else {
+		seq = a.seq.next() // past the block: ordered by when it is sent
+	}
 	et := types.EventType{DataType: codec.DataType(), SubResource: types.SubResourceStatus, Action: types.UpdateRequest}
-	evt, route, err := a.encodeStatus(codec, et, obj)
+	evt, route, err := a.encodeStatusAt(codec, et, obj, seq)
 	if err != nil {
 		a.c.cfg.errorHandler(a.c.ctx, err, "cannot encode status for resync; skipped", "resourceID", obj.GetUID())
 		return nil

@@ -7,6 +7,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -538,5 +539,72 @@ func TestASourceWithoutStatusesAsksForEveryStatus(t *testing.T) {
 	}
 	if noStatus != 2 {
 		t.Errorf("%d entries of NoStatus, want 2", noStatus)
+	}
+}
+
+// gatedLister lists its store, and while armed, lists it and then waits
+// for release before it returns: a List that read before a change and
+// returns after it.
+type gatedLister struct {
+	st      *store
+	mu      sync.Mutex
+	armed   chan struct{} // closed to release; nil while not armed
+	waiting atomic.Int32
+}
+
+func (l *gatedLister) List(opts generic.ListOptions) ([]*widget, error) {
+	objs, err := l.st.List(opts)
+	l.mu.Lock()
+	release := l.armed
+	l.mu.Unlock()
+	if release != nil {
+		l.waiting.Add(1)
+		<-release
+	}
+	return objs, err
+}
+
+func (l *gatedLister) arm() { l.mu.Lock(); l.armed = make(chan struct{}); l.mu.Unlock() }
+
+func (l *gatedLister) release() { l.mu.Lock(); close(l.armed); l.armed = nil; l.mu.Unlock() }
+
+// An agent answers a status resync from what it listed when the request
+// came. A status it publishes after that List is newer, and the answer,
+// though sent later, does not overwrite it at the source.
+func TestAStaleResyncAnswerDoesNotOverwriteANewerStatus(t *testing.T) {
+	t.Parallel()
+	b := memory.NewBroker()
+	w := newWidget(src, "cluster1", "w", "s", 1)
+	agentStore := newStore()
+	lister := &gatedLister{st: agentStore}
+	agent := startAgentWith(t, b.Transport(), "cluster1", agentStore, lister)
+	hub := startSource(t, src, b.Transport(), newStore(w))
+	ctx := context.Background()
+	if err := hub.client.Publish(ctx, specCreate, w); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the agent holds the widget", func() bool { _, ok := agentStore.get(string(w.UID)); return ok })
+
+	// A status resync whose answer reads the widget without a status, and
+	// is held until a newer status has gone out and arrived.
+	lister.arm()
+	if err := hub.client.Resync(ctx, widgets); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the agent listing for its answer", func() bool { return lister.waiting.Load() > 0 })
+	got, _ := agentStore.get(string(w.UID))
+	got.Status = "Applied"
+	agentStore.put(got)
+	if err := agent.client.Publish(ctx, statusUpdate, got); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the source has the status", func() bool { s, _ := hub.store.get(string(w.UID)); return s.Status == "Applied" })
+	dropped, handled := hub.obs.drops(generic.DropOutOfOrder), hub.calls(string(w.UID))
+	lister.release()
+	eventually(t, "the stale answer at the source", func() bool {
+		return hub.obs.drops(generic.DropOutOfOrder) > dropped || hub.calls(string(w.UID)) > handled
+	})
+	if s, _ := hub.store.get(string(w.UID)); s.Status != "Applied" {
+		t.Errorf("the source's status is %q: the stale answer overwrote Applied", s.Status)
 	}
 }

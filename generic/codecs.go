@@ -90,7 +90,11 @@ type sequence struct {
 	now  func() time.Time
 }
 
-func (s *sequence) next() uint64 {
+func (s *sequence) next() uint64 { return s.reserve(1) }
+
+// reserve returns the first of n IDs, first to first+n-1, that are above
+// every ID issued before and below every ID issued after.
+func (s *sequence) reserve(n uint64) uint64 {
 	for {
 		prev := s.last.Load()
 		ms := s.now().UnixMilli()
@@ -98,9 +102,9 @@ func (s *sequence) next() uint64 {
 		if ms > 0 && ms < math.MaxInt64>>20 {
 			floor = uint64(ms) << 20
 		}
-		n := max(prev+1, floor)
-		if s.last.CompareAndSwap(prev, n) {
-			return n
+		first := max(prev+1, floor)
+		if s.last.CompareAndSwap(prev, first+n-1) {
+			return first
 		}
 	}
 }

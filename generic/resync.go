@@ -30,6 +30,10 @@ type session[T Object] struct {
 	seen    map[string]struct{}
 	mine    map[string]T // what our lister held when the session began
 	sent    int
+	// seq and seqEnd bound the sequence IDs an agent's status answers take:
+	// reserved before mine was listed, so a status published after that
+	// (from a newer read) outranks the answer at the source.
+	seq, seqEnd uint64
 }
 
 // sessions holds the resync requests being assembled, one per peer and data

@@ -64,3 +64,16 @@ func TestSequence(t *testing.T) {
 		t.Errorf("without a clock: %d, %d; want 1, 2", a, b)
 	}
 }
+
+// A reserved block lies above every ID issued before it and below every ID
+// issued after it.
+func TestSequenceReserve(t *testing.T) {
+	t.Parallel()
+	s := &sequence{now: func() time.Time { return time.Date(2026, 11, 25, 0, 0, 0, 0, time.UTC) }}
+	before := s.next()
+	first := s.reserve(1000)
+	after := s.next()
+	if first <= before || after != first+1000 {
+		t.Errorf("before %d, block %d..%d, after %d", before, first, first+999, after)
+	}
+}
