@@ -66,7 +66,9 @@ func (g *gate) release() { g.mu.Lock(); close(g.open); g.mu.Unlock() }
 // transport returns b's transports, each passing g, and recording in sent
 // what it is given to send.
 func (g *gate) transport(b *memory.Broker, sent *sendOrder) work.TransportFunc {
-	return func() (options.Transport, error) { return gatedTransport{Transport: b.Transport(), g: g, sent: sent}, nil }
+	return func() (options.Transport, error) {
+		return gatedTransport{Transport: b.Transport(), g: g, sent: sent}, nil
+	}
 }
 
 type gatedTransport struct {
