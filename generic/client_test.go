@@ -575,14 +575,15 @@ func TestAStaleResyncAnswerDoesNotOverwriteANewerStatus(t *testing.T) {
 	t.Parallel()
 	b := memory.NewBroker()
 	w := newWidget(src, "cluster1", "w", "s", 1)
+	// The hub first, so that the widget reaches the agent once, in answer
+	// to the agent's spec resync, and nothing else is under way when the
+	// test begins: a later copy of the spec would reset the agent's status
+	// (this agent's handler stores specs whole).
+	hub := startSource(t, src, b.Transport(), newStore(w))
 	agentStore := newStore()
 	lister := &gatedLister{st: agentStore}
 	agent := startAgentWith(t, b.Transport(), "cluster1", agentStore, lister)
-	hub := startSource(t, src, b.Transport(), newStore(w))
 	ctx := context.Background()
-	if err := hub.client.Publish(ctx, specCreate, w); err != nil {
-		t.Fatal(err)
-	}
 	eventually(t, "the agent holds the widget", func() bool { _, ok := agentStore.get(string(w.UID)); return ok })
 
 	// A status resync whose answer reads the widget without a status, and
