@@ -210,6 +210,11 @@ func startAgentWith(t testing.TB, tr options.Transport, cluster string, st *stor
 			st.remove(string(got.UID))
 			return nil
 		}
+		// The status is the agent's own: a spec, even one sent again, does
+		// not reset it.
+		if cur, ok := st.get(string(got.UID)); ok {
+			got.Status = cur.Status
+		}
 		st.put(got)
 		return nil
 	}); err != nil {
