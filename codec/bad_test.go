@@ -254,6 +254,9 @@ func TestEncodeBadInput(t *testing.T) {
 		{name: "status resync", t: func(c generic.Codec[*workv1.ManifestWork]) types.EventType {
 			return eventType(c.DataType(), types.SubResourceStatus, types.ResyncRequest)
 		}, work: statusWork, want: []string{"resync_request"}, is: ErrUnsupportedType},
+		{name: "resync response", t: func(c generic.Codec[*workv1.ManifestWork]) types.EventType {
+			return eventType(c.DataType(), types.SubResourceSpec, types.ResyncResponse)
+		}, work: specWork, want: []string{"resync_response", "never sent"}, is: ErrUnsupportedType},
 		{name: "status create", t: func(c generic.Codec[*workv1.ManifestWork]) types.EventType {
 			return eventType(c.DataType(), types.SubResourceStatus, types.CreateRequest)
 		}, work: statusWork, want: []string{"update_request"}, is: ErrUnsupportedType},

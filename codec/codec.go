@@ -104,7 +104,8 @@ func newError(op, eventType, eventID, work string, err error) *Error {
 }
 
 // checkType reports whether t is an event type of data type dt (plural or
-// singular) that a codec handles: spec or status, but not resync_request.
+// singular) that a codec handles: spec or status, but not resync_request
+// (resync_response, OCM peers' answer to a resync, is decoded only).
 func checkType(dt types.DataType, t types.EventType) error {
 	if t.DataType != dt && t.DataType != dt.Singular() {
 		return fmt.Errorf("%w: data type %q, want %q (or %q)", ErrUnsupportedType, t.DataType, dt, dt.Singular())
@@ -115,7 +116,7 @@ func checkType(dt types.DataType, t types.EventType) error {
 		return fmt.Errorf("%w: subresource %q, want spec or status", ErrUnsupportedType, t.SubResource)
 	}
 	switch t.Action {
-	case types.CreateRequest, types.UpdateRequest, types.DeleteRequest:
+	case types.CreateRequest, types.UpdateRequest, types.DeleteRequest, types.ResyncResponse:
 	case types.ResyncRequest:
 		return fmt.Errorf("%w: %s carries a resync payload, not a work (the clients handle it)", ErrUnsupportedType, t.Action)
 	default:
@@ -163,6 +164,9 @@ func (p *payloads) encodeEvent(source string, t types.EventType, work *workv1.Ma
 	}
 	if t.SubResource == types.SubResourceStatus && t.Action != types.UpdateRequest {
 		return nil, fmt.Errorf("%w: status events are %s, not %s", ErrUnsupportedType, types.UpdateRequest, t.Action)
+	}
+	if t.Action == types.ResyncResponse {
+		return nil, fmt.Errorf("%w: %s is decoded from OCM peers, never sent (answers are create, update and delete requests)", ErrUnsupportedType, t.Action)
 	}
 	if work == nil {
 		return nil, errors.New("work is nil")
@@ -349,7 +353,9 @@ func (p *payloads) decodeEvent(evt *cloudevents.Event) (*workv1.ManifestWork, er
 	}
 
 	if len(data) == 0 {
-		if t.Action != types.DeleteRequest {
+		// A work being deleted needs no manifests: seed 000's delete_requests
+		// and OCM sources' answers for deleting works carry none.
+		if work.DeletionTimestamp == nil {
 			return nil, atField("data", fmt.Errorf("missing (a %s carries the work's manifests)", t.Action))
 		}
 		return work, nil

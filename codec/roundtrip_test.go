@@ -99,6 +99,46 @@ func TestRoundTripSpec(t *testing.T) {
 	}
 }
 
+// OCM sources answer a spec resync with spec.resync_response events: an
+// upsert, or, with a deletiontimestamp and no data, a delete. Both decode as
+// the update_request and delete_request they stand for.
+func TestDecodeResyncResponses(t *testing.T) {
+	t.Parallel()
+	deleting := specWork()
+	deleting.DeletionTimestamp = ptr(metav1.NewTime(time.Date(2024, 5, 3, 8, 0, 0, 0, time.UTC)))
+	for _, c := range codecs() {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			evt, err := c.codec.Encode(testSource, eventType(c.codec.DataType(), types.SubResourceSpec, types.UpdateRequest), specWork())
+			if err != nil {
+				t.Fatal(err)
+			}
+			evt.SetType(eventType(c.codec.DataType(), types.SubResourceSpec, types.ResyncResponse).String())
+			got, err := c.codec.Decode(evt)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(wantAgentWork(specWork()), got); diff != "" {
+				t.Errorf("upsert (-want +got):\n%s", diff)
+			}
+
+			evt, err = c.codec.Encode(testSource, eventType(c.codec.DataType(), types.SubResourceSpec, types.DeleteRequest), deleting)
+			if err != nil {
+				t.Fatal(err)
+			}
+			evt.SetType(eventType(c.codec.DataType(), types.SubResourceSpec, types.ResyncResponse).String())
+			if got, err = c.codec.Decode(evt); err != nil {
+				t.Fatal(err)
+			}
+			want := wantAgentWork(deleting)
+			want.Spec = workv1.ManifestWorkSpec{}
+			if diff := cmp.Diff(want, got); diff != "" {
+				t.Errorf("delete (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
 // checkSpecEvent checks the attributes and extensions of a spec event.
 func checkSpecEvent(t *testing.T, dt types.DataType, action types.Action, evt *cloudevents.Event, work *workv1.ManifestWork) {
 	t.Helper()

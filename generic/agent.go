@@ -157,6 +157,13 @@ func (a *AgentClient[T]) classify(d *options.Delivery, et types.EventType) (*tas
 			return nil, DropMalformed, err
 		}
 		deleting = deleting || et.Action == types.DeleteRequest
+		if et.Action == types.ResyncResponse {
+			// An OCM source's answer to our resync: handlers see what it means.
+			et.Action = types.UpdateRequest
+			if deleting {
+				et.Action = types.DeleteRequest
+			}
+		}
 		lane := laneUpdate
 		if deleting {
 			lane = laneDelete

@@ -61,6 +61,7 @@ var scenarios = []scenario{
 	{name: "BrokerRestartMidStreamLosesNothing", run: scenarioBrokerRestartMidStreamLosesNothing, needRestart: true},
 	{name: "MalformedEventsDoNotStopTheSubscription", run: scenarioMalformedEventsDoNotStopTheSubscription},
 	{name: "StaleAndForeignSpecsAreDropped", run: scenarioStaleAndForeignSpecsAreDropped},
+	{name: "ResyncResponsesOfOCMPeersAreHandled", run: scenarioResyncResponsesOfOCMPeersAreHandled},
 	{name: "OutOfOrderStatusIsDropped", run: scenarioOutOfOrderStatusIsDropped},
 	{name: "LargeResyncIsBatched", run: scenarioLargeResyncIsBatched},
 	{name: "FailingHandlerIsRetried", run: scenarioFailingHandlerIsRetried},
@@ -551,6 +552,45 @@ func scenarioStaleAndForeignSpecsAreDropped(t *testing.T, e *env) {
 	eventually(t, "foreign dropped", func() bool { return agent.obs.drops(generic.DropForeign) == 1 })
 	send(e.src, 3, "v3-again") // same version: idempotent, applied
 	eventually(t, "same version re-applied", func() bool { w, _ := agentStore.get("uid-" + e.c1 + "-a"); return w.Spec == "v3-again" })
+}
+
+// OCM peers answer a resync with resync_response events: a source's are
+// upserts (deletes when they carry a deletiontimestamp), an agent's status
+// updates. Handlers see them as update and delete requests.
+func scenarioResyncResponsesOfOCMPeersAreHandled(t *testing.T, e *env) {
+	raw := e.transport(t)
+	startClient(t, func(ctx context.Context) error { return raw.Start(ctx, nil, nopReceiver{}) }, raw.Close)
+	send := func(action types.Action, sub types.SubResource, route options.Route, w *widget, source string) {
+		t.Helper()
+		evt, err := widgetCodec{}.Encode(source, types.EventType{DataType: widgets, SubResource: sub, Action: action}, w)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := raw.Send(context.Background(), route, evt); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	// A source, and no agent whose own answers could race the one sent here.
+	w := newWidget(e.src, e.c1, "a", "s", 1)
+	hubStore := newStore(w)
+	hub := startSource(t, e.src, e.transport(t), hubStore)
+	status := w.copy()
+	status.Status = "Applied"
+	send(types.ResyncResponse, types.SubResourceStatus, options.Route{Role: options.RoleStatus, Source: e.src, Cluster: e.c1}, status, e.c1)
+	eventually(t, "a status answer handled", func() bool { got, _ := hubStore.get(string(w.UID)); return got.Status == "Applied" })
+	hub.close(t)
+
+	// An agent, whose handler removes a widget on a DeleteRequest only.
+	agentStore := newStore()
+	startAgent(t, e.transport(t), e.c1, agentStore)
+	toAgent := options.Route{Role: options.RoleSpec, Source: e.src, Cluster: e.c1}
+	send(types.ResyncResponse, types.SubResourceSpec, toAgent, w, e.src)
+	eventually(t, "an upsert applied", func() bool { got, ok := agentStore.get(string(w.UID)); return ok && got.Spec == "s" })
+	gone := w.copy()
+	gone.DeletionTimestamp = &metav1.Time{Time: time.Now()}
+	send(types.ResyncResponse, types.SubResourceSpec, toAgent, gone, e.src)
+	eventually(t, "a delete applied", func() bool { _, ok := agentStore.get(string(w.UID)); return !ok })
 }
 
 func scenarioOutOfOrderStatusIsDropped(t *testing.T, e *env) {

@@ -69,7 +69,7 @@ func (s *SourceClient[T]) Subscribe(handlers ...ResourceHandler[T]) error {
 // delete_request) to the cluster its codec names. It waits for the publish
 // rate limiter, then until the transport has sent the event.
 func (s *SourceClient[T]) Publish(ctx context.Context, t types.EventType, obj T) error {
-	if t.SubResource != types.SubResourceSpec || t.Action == types.ResyncRequest {
+	if t.SubResource != types.SubResourceSpec || (t.Action != types.CreateRequest && t.Action != types.UpdateRequest && t.Action != types.DeleteRequest) {
 		return fmt.Errorf("publish %s: %w: a source publishes spec create, update and delete requests", t, ErrWrongEventType)
 	}
 	codec, err := s.c.codecs.get(t.DataType)
@@ -137,6 +137,7 @@ func (s *SourceClient[T]) classify(d *options.Delivery, et types.EventType) (*ta
 			return nil, DropForeign, fmt.Errorf("status for source %q", orig)
 		}
 		et.DataType = codec.DataType()
+		et.Action = types.UpdateRequest // an OCM agent answers a status resync with resync_response
 		return &task{
 			kind: taskEvent, lane: laneUpdate, evt: evt, et: et,
 			route:      options.Route{Role: options.RoleStatus, Source: s.c.id, Cluster: cluster},

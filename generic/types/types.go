@@ -29,6 +29,13 @@ const (
 	// ResyncRequest asks the receiver to send what the sender lacks; its payload is
 	// a ResourceVersionList (spec) or a StatusHashList (status).
 	ResyncRequest Action = "resync_request"
+	// ResyncResponse is what OCM peers (open-cluster-management.io/sdk-go)
+	// answer a resync request with: a source's spec.resync_response is an
+	// upsert, or a delete when the deletiontimestamp extension is set; an
+	// agent's status.resync_response is a status update. It is accepted on
+	// decode only: the clients hand it to handlers as an UpdateRequest, and
+	// never send it.
+	ResyncResponse Action = "resync_response"
 )
 
 // ErrInvalidType is wrapped by every error ParseEventType and ParseDataType return.
@@ -123,9 +130,9 @@ func (t EventType) Validate() error {
 		errs = append(errs, fmt.Errorf("%w: unknown subresource %q (want spec or status)", ErrInvalidType, t.SubResource))
 	}
 	switch t.Action {
-	case CreateRequest, UpdateRequest, DeleteRequest, ResyncRequest:
+	case CreateRequest, UpdateRequest, DeleteRequest, ResyncRequest, ResyncResponse:
 	default:
-		errs = append(errs, fmt.Errorf("%w: unknown action %q (want create_request, update_request, delete_request or resync_request)", ErrInvalidType, t.Action))
+		errs = append(errs, fmt.Errorf("%w: unknown action %q (want create_request, update_request, delete_request, resync_request or resync_response)", ErrInvalidType, t.Action))
 	}
 	return errors.Join(errs...)
 }

@@ -31,6 +31,11 @@ func TestParseEventType(t *testing.T) {
 			want: EventType{DataType: DataType{"io.open-cluster-management.works", "v1alpha1", "manifest"}, SubResource: SubResourceStatus, Action: UpdateRequest}},
 		{in: "a.v1.things.spec.resync_request",
 			want: EventType{DataType: DataType{"a", "v1", "things"}, SubResource: SubResourceSpec, Action: ResyncRequest}},
+		// What OCM peers answer resyncs with.
+		{in: "io.open-cluster-management.works.v1alpha1.manifestbundles.spec.resync_response",
+			want: EventType{DataType: bundles, SubResource: SubResourceSpec, Action: ResyncResponse}},
+		{in: "io.open-cluster-management.works.v1alpha1.manifestbundles.status.resync_response",
+			want: EventType{DataType: bundles, SubResource: SubResourceStatus, Action: ResyncResponse}},
 		{in: "", wantErr: "want <group>"},
 		{in: "spec.create_request", wantErr: "want <group>"},
 		{in: "v1.things.spec.create_request", wantErr: "want <group>"},
