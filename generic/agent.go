@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"strconv"
 	"sync"
 	"time"
 
@@ -106,7 +105,7 @@ func (a *AgentClient[T]) encodeStatus(codec Codec[T], t types.EventType, obj T) 
 	return a.encodeStatusAt(codec, t, obj, a.seq.next())
 }
 
-// encodeStatusAt is encodeStatus with sequenceid seq.
+// encodeStatusAt is encodeStatus with the sequenceid of tick seq.
 func (a *AgentClient[T]) encodeStatusAt(codec Codec[T], t types.EventType, obj T, seq uint64) (*cloudevents.Event, options.Route, error) {
 	evt, err := codec.Encode(a.c.ceSource, t, obj)
 	if err != nil {
@@ -117,7 +116,7 @@ func (a *AgentClient[T]) encodeStatusAt(codec Codec[T], t types.EventType, obj T
 		return nil, options.Route{}, fmt.Errorf("%w: %w", ErrEncode, err)
 	}
 	evt.SetExtension(types.ExtClusterName, a.c.id)
-	evt.SetExtension(types.ExtSequenceID, strconv.FormatUint(seq, 10))
+	evt.SetExtension(types.ExtSequenceID, sequenceID(seq))
 	return evt, options.Route{Role: options.RoleStatus, Source: source, Cluster: a.c.id}, nil
 }
 
@@ -234,8 +233,9 @@ func (a *AgentClient[T]) answerResync(ctx context.Context, source string, dt typ
 		c.queueResync(dt)
 		// The answers' sequence IDs come before the read: a status published
 		// from a newer read than this List outranks them at the source.
-		sess.seq = a.seq.reserve(answerSeqBlock)
-		sess.seqEnd = sess.seq + answerSeqBlock
+		block := uint64(a.held[dt].len()) + answerSeqSlack
+		sess.seq = a.seq.reserve(block)
+		sess.seqEnd = sess.seq + block
 		objs, err := c.lister.List(ListOptions{Source: source, ClusterName: c.id, DataType: dt})
 		if err != nil {
 			c.sessions.close(key, sess)
@@ -291,9 +291,12 @@ func (a *AgentClient[T]) answerResync(ctx context.Context, source string, dt typ
 	return nil
 }
 
-// answerSeqBlock is how many sequence IDs a status resync answer reserves:
-// a millisecond's worth (see sequence), far more than an agent holds.
-const answerSeqBlock = 1 << 20
+// answerSeqSlack is how many sequence IDs a status resync answer reserves
+// beyond the resources the agent knows it holds. Each block runs the
+// sequence ahead of the clock (a millisecond per 4,096 IDs), which a
+// restarted agent must catch up with before an OCM source hears it again,
+// so blocks are sized to the answer, not generously.
+const answerSeqSlack = 1024
 
 // sendStatus sends obj's status for sess, a status resync. An object the
 // codec cannot encode, or whose status is too large for the transport, is
@@ -365,7 +368,7 @@ func (a *AgentClient[T]) requestResync(ctx context.Context, dt types.DataType) e
 			// Where the agent's status sequence stands: a source forgets
 			// only the marks above it, left by an earlier run whose clock
 			// was ahead.
-			evt.SetExtension(types.ExtSequenceID, strconv.FormatUint(a.seq.next(), 10))
+			evt.SetExtension(types.ExtSequenceID, sequenceID(a.seq.next()))
 		})
 	if err != nil {
 		return err
@@ -424,6 +427,12 @@ func (h *heldIndex) set(id string, version int64, source string) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.m[id] = heldEntry{version: version, source: source, epoch: h.epoch}
+}
+
+func (h *heldIndex) len() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return len(h.m)
 }
 
 func (h *heldIndex) sources() []string {

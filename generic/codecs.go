@@ -3,7 +3,7 @@ package generic
 import (
 	"errors"
 	"fmt"
-	"math"
+	"strconv"
 	"sync/atomic"
 	"time"
 
@@ -78,33 +78,57 @@ func (r *codecs[T]) dataTypeNames() []string {
 	return names
 }
 
-// sequence issues the sequenceid of an agent's status events: strictly
-// increasing within a process, and across restarts as long as the wall clock
-// does not go back, because each ID is at least the current Unix millisecond
-// shifted left by 20 bits (a million IDs per millisecond before it runs
-// ahead of the clock). An agent's spec resync carries where its sequence
-// stands, and sources forget the marks above it, so a clock that did go
-// back heals at the agent's next resync (one on every start).
+// sequence issues the sequenceid of an agent's status events, in the
+// format OCM sources parse them: a Twitter-format snowflake ID, the decimal
+// form of 41 bits of milliseconds since snowflakeEpoch, 10 bits of node and
+// 12 bits of step. An OCM source drops, and never asks again for, a status
+// whose ID names another node than the last one it stored for the work, so
+// every agent uses node 1, as OCM agents do.
+//
+// The sequence counts ticks — a millisecond's 4,096 steps each — and a
+// tick's ID is its millisecond and step with the node between them, so IDs
+// increase as ticks do. It is strictly increasing within a process, and
+// across restarts as long as the wall clock does not go back: each tick is
+// at least the current millisecond's first. Reserving a block (for a resync
+// answer) moves the sequence ahead of the clock by the block's size, a
+// millisecond per 4,096 IDs. An agent's spec resync carries where its
+// sequence stands, and workwire sources forget the marks above it, so a
+// clock that did go back heals at the agent's next resync (one on every
+// start).
 type sequence struct {
-	last atomic.Uint64
+	last atomic.Uint64 // the last tick issued
 	now  func() time.Time
 }
 
+// Snowflake layout of sequence IDs.
+const (
+	snowflakeEpoch = 1288834974657 // Twitter's epoch, in Unix milliseconds
+	snowflakeNode  = 1
+	stepBits       = 12
+	nodeBits       = 10
+	maxMillis      = 1<<41 - 1
+)
+
 func (s *sequence) next() uint64 { return s.reserve(1) }
 
-// reserve returns the first of n IDs, first to first+n-1, that are above
-// every ID issued before and below every ID issued after.
+// reserve returns the first of n ticks, first to first+n-1, that are above
+// every tick issued before and below every tick issued after.
 func (s *sequence) reserve(n uint64) uint64 {
 	for {
 		prev := s.last.Load()
-		ms := s.now().UnixMilli()
 		floor := uint64(0)
-		if ms > 0 && ms < math.MaxInt64>>20 {
-			floor = uint64(ms) << 20
+		if ms := s.now().UnixMilli() - snowflakeEpoch; ms > 0 && ms <= maxMillis {
+			floor = uint64(ms) << stepBits
 		}
 		first := max(prev+1, floor)
 		if s.last.CompareAndSwap(prev, first+n-1) {
 			return first
 		}
 	}
+}
+
+// sequenceID returns the decimal snowflake ID of tick.
+func sequenceID(tick uint64) string {
+	ms, step := tick>>stepBits, tick&(1<<stepBits-1)
+	return strconv.FormatUint(ms<<(nodeBits+stepBits)|snowflakeNode<<stepBits|step, 10)
 }

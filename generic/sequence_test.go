@@ -1,6 +1,7 @@
 package generic
 
 import (
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -43,9 +44,11 @@ func TestSequence(t *testing.T) {
 		}
 	}
 
-	// A restarted agent, a millisecond later, issues more than the last
-	// run did, though it remembers nothing of it.
-	set(clock.Add(time.Millisecond))
+	// A restarted agent issues more than the last run did, though it
+	// remembers nothing of it, once the clock has passed where the last run
+	// left the sequence: its 8,000 IDs at one instant took two milliseconds'
+	// 4,096 steps each.
+	set(clock.Add(2 * time.Millisecond))
 	restarted := &sequence{now: now}
 	if v := restarted.next(); v <= last {
 		t.Errorf("after a restart: %d, not above the last run's %d", v, last)
@@ -75,5 +78,41 @@ func TestSequenceReserve(t *testing.T) {
 	after := s.next()
 	if first <= before || after != first+1000 {
 		t.Errorf("before %d, block %d..%d, after %d", before, first, first+999, after)
+	}
+}
+
+// Sequence IDs are snowflake IDs of node 1, as OCM sources parse them: they
+// compare a status's ID with the last one they stored for the work by
+// node (which must be equal), then time, then step. Ticks past a
+// millisecond's 4,096 steps carry into the next millisecond.
+func TestSequenceIDsAreSnowflakesOfOneNode(t *testing.T) {
+	t.Parallel()
+	clock := time.Date(2026, 11, 25, 12, 0, 0, 0, time.UTC)
+	s := &sequence{now: func() time.Time { return clock }}
+	parse := func(id string) (ms, node, step uint64) {
+		t.Helper()
+		v, err := strconv.ParseUint(id, 10, 64)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v >> 22, v >> 12 & 1023, v & 4095
+	}
+	var lastMS, lastStep uint64
+	for i := range 10000 { // more than two milliseconds' worth of steps at one instant
+		ms, node, step := parse(sequenceID(s.next()))
+		if node != 1 {
+			t.Fatalf("ID %d: node %d, want 1", i, node)
+		}
+		if i == 0 {
+			if want := uint64(clock.UnixMilli() - 1288834974657); ms != want {
+				t.Fatalf("first ID's time %d, want %d (ms since the snowflake epoch)", ms, want)
+			}
+		} else if ms < lastMS || (ms == lastMS && step <= lastStep) {
+			t.Fatalf("ID %d (%d, %d) is not newer than (%d, %d)", i, ms, step, lastMS, lastStep)
+		}
+		lastMS, lastStep = ms, step
+	}
+	if ms, _, _ := parse(sequenceID(s.next())); ms != uint64(clock.UnixMilli()-1288834974657)+2 {
+		t.Errorf("10,001 IDs at one instant reach millisecond +%d, want +2", ms-uint64(clock.UnixMilli()-1288834974657))
 	}
 }
