@@ -318,14 +318,16 @@ func (a *AgentClient[T]) sendStatus(ctx context.Context, codec Codec[T], obj T, 
 }
 
 // requestResync sends a spec resync request with the version of every
-// resource we hold of dt, in batches that each name the source they belong
-// to, so a source deletes only its own orphans.
+// resource we hold of dt, each attributed to the source it belongs to where
+// we know it, so a source deletes only its own orphans: the request's
+// originalsource extension names the one source of all of them, or each
+// entry names its own.
 func (a *AgentClient[T]) requestResync(ctx context.Context, dt types.DataType) error {
 	c := a.c
 	held := a.held[dt]
 	epoch := held.beginRebuild()
 	fresh := make(map[string]heldEntry)
-	var groups []resyncGroup[types.ResourceVersion]
+	var entries []types.ResourceVersion
 	sources, err := a.sources()
 	if err != nil {
 		return fmt.Errorf("spec resync of %s: %w", dt, err)
@@ -335,36 +337,40 @@ func (a *AgentClient[T]) requestResync(ctx context.Context, dt types.DataType) e
 		if err != nil {
 			return fmt.Errorf("list %s of %s for spec resync: %w", dt, src, err)
 		}
-		g := resyncGroup[types.ResourceVersion]{source: src, entries: make([]types.ResourceVersion, 0, len(objs))}
 		for _, o := range objs {
 			id := string(o.GetUID())
-			g.entries = append(g.entries, types.ResourceVersion{ResourceID: id, ResourceVersion: o.GetGeneration()})
+			entries = append(entries, types.ResourceVersion{ResourceID: id, ResourceVersion: o.GetGeneration(), OriginalSource: src})
 			fresh[id] = heldEntry{version: o.GetGeneration(), source: src}
 		}
-		groups = append(groups, g)
 	}
 	all, err := c.lister.List(ListOptions{ClusterName: c.id, DataType: dt})
 	if err != nil {
 		return fmt.Errorf("list %s for spec resync: %w", dt, err)
 	}
-	rest := resyncGroup[types.ResourceVersion]{}
 	for _, o := range all {
 		id := string(o.GetUID())
 		if _, attributed := fresh[id]; attributed || id == "" {
 			continue
 		}
-		rest.entries = append(rest.entries, types.ResourceVersion{ResourceID: id, ResourceVersion: o.GetGeneration()})
+		entries = append(entries, types.ResourceVersion{ResourceID: id, ResourceVersion: o.GetGeneration()})
 		fresh[id] = heldEntry{version: o.GetGeneration()}
 	}
-	groups = append(groups, rest)
-	resources := len(fresh)
 	held.finishRebuild(epoch, fresh)
+	source := oneSource(entries)
+	if source != "" {
+		for i := range entries {
+			entries[i].OriginalSource = ""
+		}
+	}
 
 	et := types.EventType{DataType: dt, SubResource: types.SubResourceSpec, Action: types.ResyncRequest}
-	events, err := buildResyncEvents(c.ceSource, et, groups, types.ResourceVersionSize,
+	events, err := buildResyncEvents(c.ceSource, et, entries, c.maxEventBytes(), types.ResourceVersionSize,
 		func(e []types.ResourceVersion) any { return types.ResourceVersionList{ResourceVersions: e} },
 		func(evt *cloudevents.Event) {
 			evt.SetExtension(types.ExtClusterName, c.id)
+			if source != "" {
+				evt.SetExtension(types.ExtOriginalSource, source)
+			}
 			// Where the agent's status sequence stands: a source forgets
 			// only the marks above it, left by an earlier run whose clock
 			// was ahead.
@@ -378,8 +384,23 @@ func (a *AgentClient[T]) requestResync(ctx context.Context, dt types.DataType) e
 			return err
 		}
 	}
-	c.log.V(2).Info("sent spec resync", "dataType", dt, "resources", resources, "batches", len(events))
+	c.log.V(2).Info("sent spec resync", "dataType", dt, "resources", len(entries), "events", len(events))
 	return nil
+}
+
+// oneSource returns the source every entry is attributed to, or "" if they
+// are not all attributed to one (or there are none).
+func oneSource(entries []types.ResourceVersion) string {
+	if len(entries) == 0 {
+		return ""
+	}
+	src := entries[0].OriginalSource
+	for _, e := range entries[1:] {
+		if e.OriginalSource != src {
+			return ""
+		}
+	}
+	return src
 }
 
 // sources returns every source the agent knows: from received events, and

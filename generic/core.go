@@ -502,6 +502,15 @@ func (c *core[T]) send(ctx context.Context, route options.Route, et types.EventT
 	return nil
 }
 
+// maxEventBytes returns the transport's event size limit, 0 if it does not
+// know one.
+func (c *core[T]) maxEventBytes() int {
+	if l, ok := c.tr.(options.EventSizeLimiter); ok {
+		return l.MaxEventBytes()
+	}
+	return 0
+}
+
 // sendAnswer sends one resource's event of a resync answer. An event the
 // transport refuses as too large is reported and skipped: it fails the same
 // way on every retry, and must not hold up the resources after it.

@@ -17,8 +17,9 @@
 //     resync interval. A source answers with every resource the agent lacks or
 //     holds at an older version, and delete_requests for resources the agent
 //     holds that the source no longer has; an agent answers with every status
-//     whose hash differs. Large resyncs are split into batches that fit brokers'
-//     packet limits.
+//     whose hash differs. A resync request is one event, split into batches
+//     only where the transport's known size limit (options.EventSizeLimiter)
+//     demands it.
 //   - Survive bad input: a malformed, foreign or undecodable event is counted
 //     (Observer), reported (ErrorHandler) and skipped; nothing received panics
 //     or stops the subscription.

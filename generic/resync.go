@@ -12,8 +12,8 @@ import (
 	"github.com/workwire/sdk-go/generic/types"
 )
 
-// A resync request too large for one event goes out as batches that share
-// a resyncid. The receiver answers each batch as it comes (what it names and
+// A resync request goes out as one event, or, on a transport whose size
+// limit it would exceed, as batches that share a resyncid. The receiver answers each batch as it comes (what it names and
 // is older or different) and, once it has every batch, also sends what no
 // batch named. A lost batch only delays the latter to the next resync.
 
@@ -99,24 +99,14 @@ func batchInfo(evt *cloudevents.Event) (id string, index, total int, err error) 
 	return id, int(i), int(n), nil
 }
 
-// resyncGroup is entries that all belong to one source ("" for unknown).
-type resyncGroup[E any] struct {
-	source  string
-	entries []E
-}
-
-// buildResyncEvents splits groups into batches and returns the events of one
-// resync request. No entries at all gives one event with an empty list,
-// which asks for everything.
-func buildResyncEvents[E any](ceSource string, et types.EventType, groups []resyncGroup[E], size func(E) int, payload func([]E) any, decorate func(*cloudevents.Event)) ([]*cloudevents.Event, error) {
-	var batches []resyncGroup[E]
-	for _, g := range groups {
-		for _, b := range types.Batches(g.entries, types.MaxBatchEntries, types.MaxBatchBytes, size) {
-			batches = append(batches, resyncGroup[E]{source: g.source, entries: b})
-		}
-	}
+// buildResyncEvents returns the events of one resync request: one event,
+// or, where the transport's size limit (maxEventBytes, 0 if unknown) forces
+// it, batches that each fit. No entries at all gives one event with an
+// empty list, which asks for everything.
+func buildResyncEvents[E any](ceSource string, et types.EventType, entries []E, maxEventBytes int, size func(E) int, payload func([]E) any, decorate func(*cloudevents.Event)) ([]*cloudevents.Event, error) {
+	batches := types.Batches(entries, types.BatchBytes(maxEventBytes), size)
 	if len(batches) == 0 {
-		batches = []resyncGroup[E]{{entries: []E{}}}
+		batches = [][]E{{}}
 	}
 	resyncID := uuid.NewString()
 	events := make([]*cloudevents.Event, 0, len(batches))
@@ -125,13 +115,10 @@ func buildResyncEvents[E any](ceSource string, et types.EventType, groups []resy
 		evt.SetExtension(types.ExtResyncID, resyncID)
 		evt.SetExtension(types.ExtResyncBatch, int32(i))
 		evt.SetExtension(types.ExtResyncBatches, int32(len(batches)))
-		if b.source != "" {
-			evt.SetExtension(types.ExtOriginalSource, b.source)
-		}
 		if decorate != nil {
 			decorate(evt)
 		}
-		if err := evt.SetData(cloudevents.ApplicationJSON, payload(b.entries)); err != nil {
+		if err := evt.SetData(cloudevents.ApplicationJSON, payload(b)); err != nil {
 			return nil, fmt.Errorf("encode %s: %w", et, err)
 		}
 		events = append(events, evt)

@@ -63,7 +63,7 @@ var scenarios = []scenario{
 	{name: "StaleAndForeignSpecsAreDropped", run: scenarioStaleAndForeignSpecsAreDropped},
 	{name: "ResyncResponsesOfOCMPeersAreHandled", run: scenarioResyncResponsesOfOCMPeersAreHandled},
 	{name: "OutOfOrderStatusIsDropped", run: scenarioOutOfOrderStatusIsDropped},
-	{name: "LargeResyncIsBatched", run: scenarioLargeResyncIsBatched},
+	{name: "LargeResyncIsOneEventUnlessTheLimitSplitsIt", run: scenarioLargeResyncIsOneEventUnlessTheLimitSplitsIt},
 	{name: "FailingHandlerIsRetried", run: scenarioFailingHandlerIsRetried},
 	{name: "SingularDataTypeIsAccepted", run: scenarioSingularDataTypeIsAccepted},
 }
@@ -665,51 +665,80 @@ func scenarioOutOfOrderStatusIsDropped(t *testing.T, e *env) {
 	eventually(t, "a status after a resync without a sequence applied", status("foreign"))
 }
 
-func scenarioLargeResyncIsBatched(t *testing.T, e *env) {
+// A resync request is one event, which OCM peers read as the complete
+// list; only a transport that tells its size limit has it split into
+// batches that fit.
+func scenarioLargeResyncIsOneEventUnlessTheLimitSplitsIt(t *testing.T, e *env) {
 	const n = 2500
 	hubStore := newStore()
-	agentStore := newStore()
-	for i := range n {
-		w := newWidget(e.src, e.c1, fmt.Sprint("w", i), "s", 1)
-		hubStore.put(w)
-		if i%2 == 0 {
-			agentStore.put(w) // the agent already holds half
+	for _, cluster := range []string{e.c1, e.c2} {
+		for i := range n {
+			hubStore.put(newWidget(e.src, cluster, fmt.Sprint("w", i), "s", 1))
 		}
 	}
 	startSource(t, e.src, e.transport(t), hubStore)
-	spy := &spyTransport{Transport: e.transport(t)}
-	agent := startAgent(t, spy, e.c1, agentStore)
-	eventually(t, "agent holds all", sameSpecs(hubStore, agentStore, e.c1))
-	for i := range n {
-		if uid := fmt.Sprint("uid-"+e.c1+"-w", i); i%2 == 0 && agent.calls(uid) != 0 {
-			t.Fatalf("%s was sent although the agent held it", uid)
+	const limit = 16 << 10
+	for _, tc := range []struct {
+		cluster string
+		limit   int
+	}{{e.c1, 0}, {e.c2, limit}} {
+		agentStore := newStore()
+		for i := 0; i < n; i += 2 { // the agent already holds half
+			w, _ := hubStore.get(fmt.Sprint("uid-"+tc.cluster+"-w", i))
+			agentStore.put(w)
 		}
-	}
-	batches := 0
-	for _, evt := range spy.sentEvents() {
-		if evt.Type() != "io.example.widgets.v1.widgets.spec.resync_request" {
-			continue
+		spy := &spyTransport{Transport: e.transport(t), limit: tc.limit}
+		agent := startAgent(t, spy, tc.cluster, agentStore)
+		eventually(t, "agent holds all", sameSpecs(hubStore, agentStore, tc.cluster))
+		for i := 0; i < n; i += 2 {
+			if uid := fmt.Sprint("uid-"+tc.cluster+"-w", i); agent.calls(uid) != 0 {
+				t.Fatalf("%s was sent although the agent held it", uid)
+			}
 		}
-		batches++
-		l, err := types.DecodeResourceVersionList(evt.Data())
-		if err != nil {
-			t.Fatal(err)
+		events, entries, first := 0, 0, ""
+		for _, evt := range spy.sentEvents() {
+			if evt.Type() != "io.example.widgets.v1.widgets.spec.resync_request" {
+				continue
+			}
+			id, _, _ := types.StringExtension(evt, types.ExtResyncID)
+			if first == "" {
+				first = id
+			}
+			if id != first {
+				continue // a later resync: the agent answers the source's status resync with one
+			}
+			events++
+			l, err := types.DecodeResourceVersionList(evt.Data())
+			if err != nil {
+				t.Fatal(err)
+			}
+			entries += len(l.ResourceVersions)
+			if tc.limit > 0 && len(evt.Data()) > types.BatchBytes(tc.limit) {
+				t.Errorf("a batch of %d bytes, limit %d", len(evt.Data()), tc.limit)
+			}
 		}
-		if len(l.ResourceVersions) > types.MaxBatchEntries || len(evt.Data()) > types.MaxBatchBytes {
-			t.Errorf("batch of %d entries, %d bytes", len(l.ResourceVersions), len(evt.Data()))
+		switch {
+		case entries != n/2:
+			t.Errorf("limit %d: the agent's first resync listed %d entries, want %d", tc.limit, entries, n/2)
+		case tc.limit == 0 && events != 1:
+			t.Errorf("without a limit %d entries went out in %d spec resync events, want 1", entries, events)
+		case tc.limit > 0 && events < 5:
+			t.Errorf("with a %d-byte limit %d entries went out in %d events, want several", tc.limit, entries, events)
 		}
-	}
-	if batches < 2 {
-		t.Errorf("%d entries went out in %d spec resync events, want at least 2", n/2, batches)
+		agent.close(t)
 	}
 }
 
-// spyTransport records what it sends.
+// spyTransport records what it sends, and tells limit as its event size
+// limit.
 type spyTransport struct {
 	options.Transport
-	mu   sync.Mutex
-	sent []*cloudevents.Event
+	limit int
+	mu    sync.Mutex
+	sent  []*cloudevents.Event
 }
+
+func (s *spyTransport) MaxEventBytes() int { return s.limit }
 
 func (s *spyTransport) Send(ctx context.Context, r options.Route, evt *cloudevents.Event) error {
 	s.mu.Lock()

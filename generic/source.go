@@ -191,16 +191,16 @@ func (s *SourceClient[T]) answerResync(ctx context.Context, cluster string, dt t
 	// Only entries the agent says are ours may be deleted as orphans: every
 	// source hears every agent's resync, and an unattributed entry may be
 	// another source's resource.
-	src, attributed, err := types.StringExtension(batch, types.ExtOriginalSource)
+	eventSource, _, err := types.StringExtension(batch, types.ExtOriginalSource)
 	if err != nil {
 		return malformed(err)
 	}
-	deleteOrphans := s.cfg.orphanDeletion != KeepOrphans &&
-		((attributed && src == c.id) || (!attributed && s.cfg.orphanDeletion == DeleteAllOrphans))
-	if deleteOrphans && time.Since(c.started()) < s.cfg.orphanGrace {
-		deleteOrphans = false
-		c.log.V(2).Info("in the orphan grace period: orphans are kept for now", "cluster", cluster)
+	ours := func(e types.ResourceVersion) bool {
+		src := e.EntrySource(eventSource)
+		return s.cfg.orphanDeletion != KeepOrphans &&
+			(src == c.id || (src == "" && s.cfg.orphanDeletion == DeleteAllOrphans))
 	}
+	graceful, kept := time.Since(c.started()) < s.cfg.orphanGrace, 0
 
 	seq, hasSeq, err := types.SequenceID(batch)
 	if err != nil {
@@ -247,12 +247,17 @@ func (s *SourceClient[T]) answerResync(ctx context.Context, cluster string, dt t
 				return err
 			}
 			sess.sent++
-		case !ok && deleteOrphans:
+		case !ok && ours(e) && graceful:
+			kept++
+		case !ok && ours(e):
 			if err := s.sendOrphanDelete(ctx, dt, cluster, e); err != nil {
 				return err
 			}
 			sess.sent++
 		}
+	}
+	if kept > 0 {
+		c.log.V(2).Info("in the orphan grace period: orphans are kept for now", "cluster", cluster, "orphans", kept)
 	}
 	sess.got[index] = true
 	if len(sess.got) < sess.total {
@@ -351,7 +356,7 @@ func (s *SourceClient[T]) requestResync(ctx context.Context, dt types.DataType) 
 		entries = entries[:0] // no status at all: ask for every one
 	}
 	et := types.EventType{DataType: dt, SubResource: types.SubResourceStatus, Action: types.ResyncRequest}
-	events, err := buildResyncEvents(c.ceSource, et, []resyncGroup[types.StatusHash]{{entries: entries}},
+	events, err := buildResyncEvents(c.ceSource, et, entries, c.maxEventBytes(),
 		types.StatusHashSize, func(e []types.StatusHash) any { return types.StatusHashList{StatusHashes: e} }, nil)
 	if err != nil {
 		return err
@@ -361,7 +366,7 @@ func (s *SourceClient[T]) requestResync(ctx context.Context, dt types.DataType) 
 			return err
 		}
 	}
-	c.log.V(2).Info("sent status resync", "dataType", dt, "resources", len(entries), "batches", len(events))
+	c.log.V(2).Info("sent status resync", "dataType", dt, "resources", len(entries), "events", len(events))
 	return nil
 }
 

@@ -200,3 +200,15 @@ type Transport interface {
 	// has stopped, or ctx ends. It is idempotent.
 	Close(ctx context.Context) error
 }
+
+// EventSizeLimiter is implemented by transports that know the largest event
+// they send; workwire's MQTT, Kafka, gRPC and memory transports do (MQTT's
+// is its config's, or the smaller one its broker announces when it
+// connects). The clients split a resync request into batches only on a
+// transport whose limit is known, and a hub holder of package work refuses
+// works too large for it at once.
+type EventSizeLimiter interface {
+	// MaxEventBytes returns the largest event Send sends, 0 if unknown. It
+	// is goroutine-safe and may change once the transport has connected.
+	MaxEventBytes() int
+}

@@ -50,31 +50,24 @@ type Config interface {
 
 // TransportFunc makes the transport of one holder: for transports defined
 // outside workwire, and for tests over options/memory. The holder owns and
-// closes what it returns. If the transport implements EventSizeLimiter, a
-// hub holder refuses works too large for it at once (see EventSizeLimiter).
+// closes what it returns. If the transport implements
+// options.EventSizeLimiter, a hub holder refuses works too large for it at
+// once.
 type TransportFunc func() (options.Transport, error)
 
-// EventSizeLimiter is implemented by transports that know the largest
-// event they send; workwire's MQTT, Kafka, gRPC and memory transports do
-// (MQTT's is its config's, or the smaller one its broker announces when it
-// connects). A hub holder whose transport's limit is known answers Create,
-// Update and Patch of a work whose manifests and metadata alone exceed it
-// with 413 Request Entity Too Large, as a kube-apiserver answers an object
-// larger than it stores, instead of storing a work it can never deliver.
-// This needs the publishing codec to be one of package codec's, which
-// carry manifests verbatim. Works too large by a measure only the
-// transport can take are reported to the error handler when they fail to
-// publish (see ClientHolderBuilder.WithErrorHandler).
-type EventSizeLimiter interface {
-	// MaxEventBytes returns the largest event Send sends, 0 if unknown.
-	MaxEventBytes() int
-}
-
+// A hub holder whose transport's event size limit is known
+// (options.EventSizeLimiter) answers Create, Update and Patch of a work whose
+// manifests and metadata alone exceed it with 413 Request Entity Too Large,
+// as a kube-apiserver answers an object larger than it stores, instead of
+// storing a work it can never deliver. This needs the publishing codec to
+// be one of package codec's, which carry manifests verbatim. Works too large
+// by a measure only the transport can take are reported to the error
+// handler when they fail to publish (see ClientHolderBuilder.WithErrorHandler).
 var (
-	_ EventSizeLimiter = (*mqtt.Transport)(nil)
-	_ EventSizeLimiter = (*kafka.Transport)(nil)
-	_ EventSizeLimiter = (*grpc.Transport)(nil)
-	_ EventSizeLimiter = (*memory.Transport)(nil)
+	_ options.EventSizeLimiter = (*mqtt.Transport)(nil)
+	_ options.EventSizeLimiter = (*kafka.Transport)(nil)
+	_ options.EventSizeLimiter = (*grpc.Transport)(nil)
+	_ options.EventSizeLimiter = (*memory.Transport)(nil)
 )
 
 // ClientHolderBuilder builds a ClientHolder. Its methods set one option
@@ -275,7 +268,7 @@ func (b *ClientHolderBuilder) buildEvents(h *ClientHolder) error {
 	if b.sourceID != "" {
 		hb := &hub{sourceID: b.sourceID, st: st, patcher: p, dataType: codecs[0].DataType(), log: b.logger.WithValues("source", b.sourceID),
 			reports: make(map[kubetypes.UID]bool)}
-		if l, ok := tr.(EventSizeLimiter); ok && carriesManifestsVerbatim(codecs[0]) {
+		if l, ok := tr.(options.EventSizeLimiter); ok && carriesManifestsVerbatim(codecs[0]) {
 			hb.limit = l
 		}
 		opts := []generic.SourceOption{generic.WithOrphanGracePeriod(DefaultOrphanGracePeriod), generic.WithLogger(b.logger)}

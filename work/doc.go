@@ -39,7 +39,7 @@
 // resync heals what it could not.
 //
 // A work that can never be sent is refused or reported, never retried: if
-// the transport's event size limit is known (EventSizeLimiter), Create,
+// the transport's event size limit is known (options.EventSizeLimiter), Create,
 // Update and Patch answer a work whose manifests and metadata alone exceed
 // it with 413 Request Entity Too Large; a work that fails to publish with a
 // permanent error (options.ErrTooLarge from the transport or broker,

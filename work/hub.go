@@ -19,6 +19,7 @@ import (
 	"github.com/workwire/sdk-go/generic"
 	"github.com/workwire/sdk-go/generic/types"
 	"github.com/workwire/sdk-go/internal/store"
+	"github.com/workwire/sdk-go/options"
 )
 
 // hub is the source side: the store is the truth, writes publish specs, and
@@ -38,7 +39,7 @@ type hub struct {
 	// limit tells the largest event the transport sends; nil if the
 	// transport does not tell or the publishing codec does not carry
 	// manifests verbatim (see checkSize).
-	limit EventSizeLimiter
+	limit options.EventSizeLimiter
 
 	mu      sync.Mutex
 	reports map[kubetypes.UID]bool // present once an agent reported on the work; true once it reported it Deleted

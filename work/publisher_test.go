@@ -66,7 +66,7 @@ func (r *resyncCounter) ResyncAnswered(generic.Side, types.DataType, int) { r.n.
 // sizedTransport is a limitedTransport that tells its limit.
 type sizedTransport struct{ *limitedTransport }
 
-var _ work.EventSizeLimiter = sizedTransport{}
+var _ options.EventSizeLimiter = sizedTransport{}
 
 func (t sizedTransport) MaxEventBytes() int { return t.limit }
 

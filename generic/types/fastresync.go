@@ -43,7 +43,7 @@ func fastStatusHashes(data []byte) (StatusHashList, bool) {
 }
 
 // fastResourceVersions decodes
-// {"resourceVersions":[{"resourceID":…,"resourceVersion":N or "N"},…]}.
+// {"resourceVersions":[{"resourceID":…,"resourceVersion":N or "N"(,"originalSource":…)},…]}.
 func fastResourceVersions(data []byte) (ResourceVersionList, bool) {
 	var l ResourceVersionList
 	ok := fastList(data, "resourceVersions", func(key, value []byte, isNumber bool, e *entry) bool {
@@ -55,6 +55,11 @@ func fastResourceVersions(data []byte) (ResourceVersionList, bool) {
 			e.id = value
 		case "resourceVersion":
 			e.version = value
+		case "originalSource":
+			if isNumber {
+				return false
+			}
+			e.source = value
 		default:
 			return false
 		}
@@ -67,7 +72,7 @@ func fastResourceVersions(data []byte) (ResourceVersionList, bool) {
 		if err != nil {
 			return false
 		}
-		l.ResourceVersions = append(l.ResourceVersions, ResourceVersion{ResourceID: string(e.id), ResourceVersion: v})
+		l.ResourceVersions = append(l.ResourceVersions, ResourceVersion{ResourceID: string(e.id), ResourceVersion: v, OriginalSource: string(e.source)})
 		return true
 	})
 	return l, ok
@@ -75,7 +80,7 @@ func fastResourceVersions(data []byte) (ResourceVersionList, bool) {
 
 // entry is one list entry's values, as they stand in the payload.
 type entry struct {
-	id, hash, version []byte
+	id, hash, version, source []byte
 }
 
 // fastList walks {"<name>":[{…},…]}, handing each member of each entry to

@@ -13,6 +13,11 @@ import (
 type ResourceVersion struct {
 	ResourceID      string `json:"resourceID"`
 	ResourceVersion int64  `json:"resourceVersion"`
+	// OriginalSource names the source the agent attributes the resource to,
+	// in a request whose entries belong to several sources; otherwise the
+	// event's originalsource extension names it for every entry (see
+	// EntrySource). OCM peers ignore it.
+	OriginalSource string `json:"originalSource,omitempty"`
 }
 
 // UnmarshalJSON accepts resourceVersion as a JSON number or a decimal string
@@ -21,6 +26,7 @@ func (r *ResourceVersion) UnmarshalJSON(data []byte) error {
 	var raw struct {
 		ResourceID      string          `json:"resourceID"`
 		ResourceVersion json.RawMessage `json:"resourceVersion"`
+		OriginalSource  string          `json:"originalSource"`
 	}
 	if err := json.Unmarshal(data, &raw); err != nil {
 		return err
@@ -32,8 +38,19 @@ func (r *ResourceVersion) UnmarshalJSON(data []byte) error {
 	if err != nil {
 		return fmt.Errorf("resource %q: resourceVersion: %w", raw.ResourceID, err)
 	}
-	r.ResourceID, r.ResourceVersion = raw.ResourceID, v
+	r.ResourceID, r.ResourceVersion, r.OriginalSource = raw.ResourceID, v, raw.OriginalSource
 	return nil
+}
+
+// EntrySource returns the source a spec resync entry belongs to: its own
+// OriginalSource, or else eventSource, the originalsource extension of the
+// event that carried it. "" means the agent does not know (OCM agents send
+// an empty originalsource).
+func (r ResourceVersion) EntrySource(eventSource string) string {
+	if r.OriginalSource != "" {
+		return r.OriginalSource
+	}
+	return eventSource
 }
 
 // ResourceVersionList is the payload of a spec resync request. An empty list
@@ -110,46 +127,57 @@ func parseJSONInt(raw json.RawMessage) (int64, error) {
 	return n, nil
 }
 
-// Batch limits: brokers cap packet size (Azure Event Grid's MQTT at 512 KiB),
-// so a resync of thousands of resources goes out in several events.
-const (
-	// MaxBatchEntries is the most entries one resync event carries.
-	MaxBatchEntries = 1000
-	// MaxBatchBytes bounds the encoded entries of one resync event, well under
-	// 256 KiB so that headers and the CloudEvents envelope still fit.
-	MaxBatchBytes = 192 << 10
-)
+// A resync request goes out as one event: OCM peers read each request as
+// the sender's complete list. Only a transport that knows its size limit
+// (configured, or announced by the broker: Azure Event Grid's MQTT caps
+// packets at 512 KiB) has it split into batches that fit.
 
-// Batches splits entries into consecutive batches of at most maxEntries
-// entries whose sizes (as size reports them) sum to at most maxBytes. An
-// entry larger than maxBytes gets a batch of its own. Batches share the
-// backing array of entries. No entries gives no batches.
-func Batches[E any](entries []E, maxEntries, maxBytes int, size func(E) int) [][]E {
-	if maxEntries <= 0 {
-		maxEntries = MaxBatchEntries
+// ResyncEnvelopeBytes is what a resync event's attributes, extensions and
+// the JSON around its entries may take beside the entries (see BatchBytes).
+const ResyncEnvelopeBytes = 4 << 10
+
+// BatchBytes returns how many bytes of entries one resync event may carry
+// on a transport whose events are limited to limit bytes: limit less
+// ResyncEnvelopeBytes, and at least half of limit. A limit of 0 (unknown)
+// gives 0: one event, however large.
+func BatchBytes(limit int) int {
+	if limit <= 0 {
+		return 0
+	}
+	return max(limit-ResyncEnvelopeBytes, limit/2)
+}
+
+// Batches splits entries into consecutive batches whose sizes (as size
+// reports them) sum to at most maxBytes; maxBytes <= 0 keeps them in one
+// batch. An entry larger than maxBytes gets a batch of its own. Batches
+// share the backing array of entries. No entries gives no batches.
+func Batches[E any](entries []E, maxBytes int, size func(E) int) [][]E {
+	if len(entries) == 0 {
+		return nil
 	}
 	if maxBytes <= 0 {
-		maxBytes = MaxBatchBytes
+		return [][]E{entries}
 	}
 	var out [][]E
 	start, bytes := 0, 0
 	for i, e := range entries {
 		n := size(e)
-		if i > start && (i-start >= maxEntries || bytes+n > maxBytes) {
+		if i > start && bytes+n > maxBytes {
 			out = append(out, entries[start:i:i])
 			start, bytes = i, 0
 		}
 		bytes += n
 	}
-	if start < len(entries) {
-		out = append(out, entries[start:])
-	}
-	return out
+	return append(out, entries[start:])
 }
 
 // ResourceVersionSize is the encoded size of one spec resync entry, for Batches.
 func ResourceVersionSize(r ResourceVersion) int {
-	return len(`{"resourceID":"","resourceVersion":},`) + len(r.ResourceID) + 20
+	n := len(`{"resourceID":"","resourceVersion":},`) + len(r.ResourceID) + 20
+	if r.OriginalSource != "" {
+		n += len(`,"originalSource":""`) + len(r.OriginalSource)
+	}
+	return n
 }
 
 // StatusHashSize is the encoded size of one status resync entry, for Batches.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -159,9 +160,18 @@ func TestResyncPayloads(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []ResourceVersion{{"a", 3}, {"b", 4}}
+	want := []ResourceVersion{{ResourceID: "a", ResourceVersion: 3}, {ResourceID: "b", ResourceVersion: 4}}
 	if diff := cmp.Diff(want, l.ResourceVersions); diff != "" {
 		t.Fatal(diff)
+	}
+	// An entry may name its own source; an entry's source is its own, or the
+	// event's.
+	l, err = DecodeResourceVersionList([]byte(`{"resourceVersions":[{"resourceID":"a","resourceVersion":3,"originalSource":"hub2"},{"resourceID":"b","resourceVersion":4}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := []string{l.ResourceVersions[0].EntrySource("hub1"), l.ResourceVersions[1].EntrySource("hub1"), l.ResourceVersions[1].EntrySource("")}; !slices.Equal(got, []string{"hub2", "hub1", ""}) {
+		t.Errorf("entry sources %q", got)
 	}
 	for _, bad := range []string{
 		`{"resourceVersions":[{"resourceID":"a","resourceVersion":"x"}]}`,
@@ -196,38 +206,34 @@ func TestBatches(t *testing.T) {
 	for i := range entries {
 		entries[i] = ResourceVersion{ResourceID: fmt.Sprintf("%036d", i), ResourceVersion: int64(i)}
 	}
-	got := Batches(entries, MaxBatchEntries, MaxBatchBytes, ResourceVersionSize)
-	if len(got) != 3 || len(got[0]) != 1000 || len(got[2]) != 500 {
-		t.Fatalf("batch sizes: %d batches", len(got))
+	// No known limit: one batch, however large.
+	if got := Batches(entries, BatchBytes(0), ResourceVersionSize); len(got) != 1 || len(got[0]) != len(entries) {
+		t.Fatalf("without a limit: %d batches", len(got))
 	}
-	for _, b := range got {
-		data, _ := json.Marshal(ResourceVersionList{ResourceVersions: b})
-		if len(data) > MaxBatchBytes {
-			t.Fatalf("batch of %d bytes", len(data))
-		}
-	}
-	// Long IDs: the byte bound splits before the count bound does.
-	long := make([]StatusHash, 1000)
-	for i := range long {
-		long[i] = StatusHash{ResourceID: strings.Repeat("x", 1000), StatusHash: fmt.Sprint(i)}
-	}
-	byBytes := Batches(long, MaxBatchEntries, MaxBatchBytes, StatusHashSize)
-	if len(byBytes) < 5 {
-		t.Fatalf("1000 entries of 1 KB in %d batches", len(byBytes))
-	}
+	// A limit: batches whose encoded entries fit it with room for the envelope.
+	const limit = 64 << 10
+	got := Batches(entries, BatchBytes(limit), ResourceVersionSize)
 	total := 0
-	for _, b := range byBytes {
+	for _, b := range got {
 		total += len(b)
-		data, _ := json.Marshal(StatusHashList{StatusHashes: b})
-		if len(data) > MaxBatchBytes {
-			t.Fatalf("batch of %d bytes", len(data))
+		data, _ := json.Marshal(ResourceVersionList{ResourceVersions: b})
+		if len(data) > limit-ResyncEnvelopeBytes {
+			t.Fatalf("batch of %d bytes, limit %d", len(data), limit)
 		}
 	}
-	if total != len(long) {
-		t.Fatalf("batches hold %d entries, want %d", total, len(long))
+	if len(got) < 3 || total != len(entries) {
+		t.Fatalf("%d entries in %d batches", total, len(got))
 	}
-	if b := Batches[int](nil, 0, 0, func(int) int { return 1 }); len(b) != 0 {
+	// An entry larger than the budget has a batch of its own.
+	long := []StatusHash{{ResourceID: "a"}, {ResourceID: strings.Repeat("x", 5000)}, {ResourceID: "b"}}
+	if got := Batches(long, 1000, StatusHashSize); len(got) != 3 {
+		t.Fatalf("an oversize entry: %d batches, want 3", len(got))
+	}
+	if b := Batches[int](nil, 0, func(int) int { return 1 }); len(b) != 0 {
 		t.Fatalf("no entries gave %d batches", len(b))
+	}
+	if got := BatchBytes(6 << 10); got != 3<<10 {
+		t.Errorf("BatchBytes(6 KiB) = %d, want half", got)
 	}
 }
 
@@ -317,6 +323,8 @@ func FuzzFastResyncDecoders(f *testing.F) {
 	f.Add([]byte(`{"resourceVersions":[{"resourceID":"a","resourceVersion":-0}]}`))
 	f.Add([]byte(`{"resourceVersions":[{"resourceID":5,"resourceVersion":1}]}`))
 	f.Add([]byte(`{"statusHashes":[{"resourceID":"a","statusHash":7}]}`))
+	f.Add([]byte(`{"resourceVersions":[{"resourceID":"a","resourceVersion":3,"originalSource":"hub1"},{"originalSource":"","resourceID":"b","resourceVersion":4}]}`))
+	f.Add([]byte(`{"resourceVersions":[{"resourceID":"a","resourceVersion":3,"originalSource":1}]}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		if fast, ok := fastStatusHashes(data); ok {
 			var slow StatusHashList

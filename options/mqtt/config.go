@@ -53,8 +53,9 @@ type Config struct {
 	// SharedGroup, if set, subscribes to specs and statuses through
 	// "$share/<group>/" so replicas of one source (same source ID, same
 	// group) share them instead of each receiving all of them. Resync
-	// requests still reach every replica: a large one comes in batches that
-	// must all reach the replica answering it. Default: off.
+	// requests still reach every replica: one too large for the broker's
+	// packet limit comes in batches that must all reach the replica
+	// answering it. Default: off.
 	SharedGroup string `json:"sharedGroup,omitempty"`
 	// Will is a last-will message the broker publishes if the connection
 	// drops without a clean disconnect. Default: none.

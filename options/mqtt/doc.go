@@ -24,9 +24,9 @@
 //
 // For replicas of one source, set Config.SharedGroup: the broker then hands
 // each status to one replica ($share/<group>/...). Every replica still hears
-// every spec resync request and answers it, since a large request comes in
-// batches that only together say what the agent lacks; the agent applies
-// the duplicate answers idempotently.
+// every spec resync request and answers it, since a request too large for
+// the broker's packet limit comes in batches that only together say what
+// the agent lacks; the agent applies the duplicate answers idempotently.
 //
 // # Size limits
 //

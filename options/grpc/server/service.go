@@ -180,6 +180,11 @@ type agentWork struct {
 	sessions map[string]*resyncSession // by data type
 }
 
+// agentReceiveLimit is the largest stream message an agent is known to
+// accept: gRPC's default receive limit, which OCM agents keep. A status
+// resync request larger than that goes out in batches.
+const agentReceiveLimit = 4 << 20
+
 // requestStatusResync asks the agent for the statuses of b's resources
 // that the Service lacks.
 func (w *agentWork) requestStatusResync(ctx context.Context, b *binding) {
@@ -191,7 +196,7 @@ func (w *agentWork) requestStatusResync(ctx context.Context, b *binding) {
 			hashes = nil
 		}
 	}
-	batches := types.Batches(hashes, types.MaxBatchEntries, types.MaxBatchBytes, types.StatusHashSize)
+	batches := types.Batches(hashes, types.BatchBytes(agentReceiveLimit), types.StatusHashSize)
 	if len(batches) == 0 {
 		batches = [][]types.StatusHash{{}}
 	}
@@ -231,7 +236,6 @@ func (w *agentWork) answerSpecResync(ctx context.Context, b *binding, batch *clo
 		return
 	}
 	src, _, _ := types.StringExtension(batch, types.ExtOriginalSource)
-	deleteOrphans := src == w.s.sourceID
 	key := b.dataType.String()
 	sess := w.sessions[key]
 	if sess == nil || sess.id != resyncID {
@@ -266,7 +270,7 @@ func (w *agentWork) answerSpecResync(ctx context.Context, b *binding, batch *clo
 				}
 				sent++
 			}
-		case deleteOrphans:
+		case e.EntrySource(src) == w.s.sourceID:
 			if !w.send(ctx, route, b, w.s.orphanDelete(b, w.sub.cluster, e)) {
 				return
 			}
