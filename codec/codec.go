@@ -136,7 +136,7 @@ func workName(w *workv1.ManifestWork) string {
 }
 
 // wireMeta is the part of a work's ObjectMeta the metadata extension
-// carries. Its JSON field names are ObjectMeta's, so peers may decode it as
+// carries (status events leave labels and annotations out). Its JSON field names are ObjectMeta's, so peers may decode it as
 // an ObjectMeta; unknown fields a peer sends are skipped on decode.
 type wireMeta struct {
 	Name              string            `json:"name,omitempty"`
@@ -197,24 +197,30 @@ func (p *payloads) encodeEvent(source string, t types.EventType, work *workv1.Ma
 	}
 	evt.SetExtension(types.ExtClusterName, work.Namespace)
 
+	// The metadata extension: on spec events what the agent must see of the
+	// work's ObjectMeta; on status events the work's name (OCM sources log
+	// and index statuses by it), without the labels and annotations, which
+	// are the source's own.
+	meta := wireMeta{
+		Name:              work.Name,
+		Namespace:         work.Namespace,
+		UID:               work.UID,
+		Generation:        work.Generation,
+		CreationTimestamp: work.CreationTimestamp,
+		DeletionTimestamp: work.DeletionTimestamp,
+	}
+	if t.SubResource == types.SubResourceSpec {
+		meta.Labels, meta.Annotations = work.Labels, work.Annotations
+	}
+	metaJSON, err := json.Marshal(&meta)
+	if err != nil {
+		return nil, atField("metadata", err)
+	}
+	evt.SetExtension(types.ExtMetadata, string(metaJSON))
+
 	var data []byte
-	var err error
 	switch t.SubResource {
 	case types.SubResourceSpec:
-		meta, merr := json.Marshal(&wireMeta{
-			Name:              work.Name,
-			Namespace:         work.Namespace,
-			UID:               work.UID,
-			Generation:        work.Generation,
-			CreationTimestamp: work.CreationTimestamp,
-			DeletionTimestamp: work.DeletionTimestamp,
-			Labels:            work.Labels,
-			Annotations:       work.Annotations,
-		})
-		if merr != nil {
-			return nil, atField("metadata", merr)
-		}
-		evt.SetExtension(types.ExtMetadata, string(meta))
 		switch {
 		case work.DeletionTimestamp != nil:
 			types.SetTimeExtension(&evt, types.ExtDeletionTimestamp, work.DeletionTimestamp.Time)

@@ -224,8 +224,14 @@ func TestRoundTripStatus(t *testing.T) {
 					if ext[types.ExtOriginalSource] != testSource || ext[types.ExtResourceID] != testUID || ext[types.ExtResourceVersion] != int32(7) || ext[types.ExtClusterName] != testCluster {
 						t.Errorf("extensions %v", ext)
 					}
-					if _, ok := ext[types.ExtMetadata]; ok {
-						t.Errorf("status event carries metadata")
+					// The work's name, for OCM sources, and nothing of the
+					// source's labels and annotations.
+					var meta map[string]any
+					if err := json.Unmarshal([]byte(ext[types.ExtMetadata].(string)), &meta); err != nil {
+						t.Fatalf("metadata: %v", err)
+					}
+					if meta["name"] != tc.work.Name || meta["namespace"] != testCluster || meta["uid"] != testUID || meta["labels"] != nil || meta["annotations"] != nil {
+						t.Errorf("status metadata %v", meta)
 					}
 					got, err := c.codec.Decode(tr.via(t, evt))
 					if err != nil {
