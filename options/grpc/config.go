@@ -54,6 +54,11 @@ type Config struct {
 	// most once a second), so rotated tokens take effect without a restart.
 	// It requires TLS unless AllowTokenWithoutTLS is set. Default: none.
 	TokenFile string `json:"tokenFile,omitempty"`
+	// Token is a bearer token sent with every call, for a token that lives
+	// in the config itself (OCM's gRPC files allow one). Prefer TokenFile,
+	// which is re-read when it rotates; set one or the other. It requires
+	// TLS as TokenFile does. Default: none.
+	Token string `json:"token,omitempty"`
 	// AllowTokenWithoutTLS sends the token over a plaintext connection, for
 	// a sidecar (a service mesh) that encrypts the hop itself. Default: false.
 	AllowTokenWithoutTLS bool `json:"allowTokenWithoutTLS,omitempty"`
@@ -89,18 +94,6 @@ type Config struct {
 	MaxReceiveBytes int `json:"maxReceiveBytes,omitempty"`
 }
 
-// LoadConfig reads a Config from a YAML or JSON file and validates it.
-func LoadConfig(path string) (Config, error) {
-	var c Config
-	if err := options.LoadFile(path, &c); err != nil {
-		return Config{}, err
-	}
-	if err := c.Validate(); err != nil {
-		return Config{}, fmt.Errorf("%s: %w", path, err)
-	}
-	return c, nil
-}
-
 // Validate reports every problem of c at once. It reads the TLS files c
 // names (not the token file, which may appear later).
 func (c Config) Validate() error {
@@ -112,8 +105,11 @@ func (c Config) Validate() error {
 			errs = append(errs, fmt.Errorf("serverAddress %q: want host:port or a gRPC target such as dns:///host:port", c.ServerAddress))
 		}
 	}
-	if c.TokenFile != "" && !c.TLS.IsEnabled() && !c.AllowTokenWithoutTLS {
-		errs = append(errs, errors.New("tokenFile needs TLS (or allowTokenWithoutTLS behind a mesh that encrypts the hop)"))
+	if c.TokenFile != "" && c.Token != "" {
+		errs = append(errs, errors.New("set token or tokenFile, not both"))
+	}
+	if (c.TokenFile != "" || c.Token != "") && !c.TLS.IsEnabled() && !c.AllowTokenWithoutTLS {
+		errs = append(errs, errors.New("a token (tokenFile or token) needs TLS (or allowTokenWithoutTLS behind a mesh that encrypts the hop)"))
 	}
 	if c.KeepAliveTimeout < 0 {
 		errs = append(errs, fmt.Errorf("keepAliveTimeout %v: want 0 (default) or more", time.Duration(c.KeepAliveTimeout)))

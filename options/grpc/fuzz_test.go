@@ -3,7 +3,6 @@ package grpc_test
 import (
 	"testing"
 
-	"github.com/workwire/sdk-go/options"
 	"github.com/workwire/sdk-go/options/grpc"
 )
 
@@ -12,9 +11,10 @@ import (
 func FuzzConfig(f *testing.F) {
 	f.Add([]byte("serverAddress: 127.0.0.1:8090\n"))
 	f.Add([]byte(`{"serverAddress":"h:1","keepAliveTime":"30s","tls":{"enabled":true}}`))
+	f.Add([]byte("url: 127.0.0.1:8090\nkeepAliveConfig:\n  enable: true\n  time: 20s\nserverHealthinessTimeout: 40s\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
-		var c grpc.Config
-		if err := options.Unmarshal(data, &c); err != nil || c.Validate() != nil {
+		c, err := grpc.ParseConfig(data)
+		if err != nil {
 			return
 		}
 		if _, err := grpc.New(c); err != nil {

@@ -14,6 +14,22 @@ import (
 // tokenCheckInterval is how often a token file is checked for a change.
 const tokenCheckInterval = time.Second
 
+// staticToken is per-RPC credentials that send one bearer token.
+type staticToken struct {
+	token      string
+	requireTLS bool
+}
+
+var _ credentials.PerRPCCredentials = staticToken{}
+
+// GetRequestMetadata implements credentials.PerRPCCredentials.
+func (s staticToken) GetRequestMetadata(context.Context, ...string) (map[string]string, error) {
+	return map[string]string{"authorization": "Bearer " + strings.TrimSpace(s.token)}, nil
+}
+
+// RequireTransportSecurity implements credentials.PerRPCCredentials.
+func (s staticToken) RequireTransportSecurity() bool { return s.requireTLS }
+
 // fileToken is per-RPC credentials that send the bearer token a file holds,
 // re-reading the file when its size or modification time changes.
 type fileToken struct {

@@ -129,8 +129,11 @@ func (t *Transport) dialOptions() []grpclib.DialOption {
 	if ka, ok := keepaliveParams(cfg); ok {
 		opts = append(opts, grpclib.WithKeepaliveParams(ka))
 	}
-	if cfg.TokenFile != "" {
+	switch {
+	case cfg.TokenFile != "":
 		opts = append(opts, grpclib.WithPerRPCCredentials(newFileToken(cfg.TokenFile, !cfg.AllowTokenWithoutTLS)))
+	case cfg.Token != "":
+		opts = append(opts, grpclib.WithPerRPCCredentials(staticToken{token: cfg.Token, requireTLS: !cfg.AllowTokenWithoutTLS}))
 	}
 	return append(opts, t.dialOpts...)
 }

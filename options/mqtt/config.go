@@ -91,18 +91,6 @@ type Will struct {
 	Retain  bool   `json:"retain,omitempty"`
 }
 
-// LoadConfig reads a Config from a YAML or JSON file and validates it.
-func LoadConfig(path string) (Config, error) {
-	var c Config
-	if err := options.LoadFile(path, &c); err != nil {
-		return Config{}, err
-	}
-	if err := c.Validate(); err != nil {
-		return Config{}, fmt.Errorf("%s: %w", path, err)
-	}
-	return c, nil
-}
-
 // qos returns the configured QoS or the default.
 func (c Config) qos() byte {
 	if c.QoS == nil {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/workwire/sdk-go/internal/testcerts"
 	"github.com/workwire/sdk-go/options"
 	"github.com/workwire/sdk-go/options/mqtt"
 )
@@ -90,5 +91,81 @@ func TestConfigValidateReportsEveryProblem(t *testing.T) {
 	}
 	if _, err := mqtt.LoadConfig(filepath.Join(t.TempDir(), "missing.yaml")); err == nil {
 		t.Error("LoadConfig of a missing file succeeded")
+	}
+}
+
+// An OCM MQTT config file (open-cluster-management.io/sdk-go) loads as it
+// is; mixing its spelling of a setting with workwire's is an error that
+// names both keys.
+func TestLoadConfigReadsOCMFiles(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	authority := testcerts.NewCA(t)
+	client := authority.Client(t, "hub")
+	ca, cert, key := authority.CAFile(), client.CertFile, client.KeyFile
+	write := func(name, text string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(text), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	// A hub's file, as OCM's source reads it.
+	hub, err := mqtt.LoadConfig(write("hub.yaml", `
+brokerHost: broker.example:8883
+username: hub
+password: secret
+caFile: `+ca+`
+clientCertFile: `+cert+`
+clientKeyFile: `+key+`
+keepAlive: 30
+dialTimeout: 20s
+pubQoS: 0
+subQoS: 0
+topics:
+  sourceEvents: sources/hub1/clusters/+/sourceevents
+  agentEvents: $share/hubs/sources/hub1/clusters/+/agentevents
+  sourceBroadcast: sources/+/sourcebroadcast
+  agentBroadcast: clusters/+/agentbroadcast
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	zero := 0
+	want := mqtt.Config{
+		BrokerHost: "broker.example:8883", Username: "hub", Password: "secret",
+		TLS:       options.TLSConfig{CAFile: ca, CertFile: cert, KeyFile: key},
+		KeepAlive: options.Duration(30 * time.Second), DialTimeout: options.Duration(20 * time.Second), QoS: &zero,
+		Topics:      &options.OCMLayout,
+		SharedGroup: "hubs",
+	}
+	if diff := cmp.Diff(want, hub); diff != "" {
+		t.Errorf("hub file (-want +got)\n%s", diff)
+	}
+	// An agent's file without broadcast topics: they are the ocm layout's.
+	agent, err := mqtt.LoadConfig(write("agent.json", `{"brokerHost":"broker.example:1883","topics":{
+		"sourceEvents":"sources/hub1/clusters/cluster1/sourceevents","agentEvents":"sources/hub1/clusters/cluster1/agentevents"}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(&options.OCMLayout, agent.Topics); diff != "" {
+		t.Errorf("agent file's topics (-want +got)\n%s", diff)
+	}
+
+	for name, tc := range map[string]struct{ text, want string }{
+		"ca twice":      {"brokerHost: h:1\ncaFile: " + ca + "\ntls:\n  caFile: " + ca + "\n", "tls.caFile and caFile are one setting"},
+		"qos twice":     {"brokerHost: h:1\nqos: 1\npubQoS: 1\n", "qos and pubQoS and subQoS are one setting"},
+		"qos differ":    {"brokerHost: h:1\npubQoS: 0\nsubQoS: 1\n", "pubQoS 0 and subQoS 1 differ"},
+		"topics mixed":  {"brokerHost: h:1\ntopics:\n  spec: a/{source}/{cluster}\n  sourceEvents: sources/+/clusters/+/sourceevents\n", "mixes workwire's keys"},
+		"layout too":    {"brokerHost: h:1\nlayout: ocm\ntopics:\n  sourceEvents: sources/+/clusters/+/sourceevents\n  agentEvents: sources/+/clusters/+/agentevents\n", "layout and topics are one setting"},
+		"no agent":      {"brokerHost: h:1\ntopics:\n  sourceEvents: sources/+/clusters/+/sourceevents\n", "topics.agentEvents is required"},
+		"bad filter":    {"brokerHost: h:1\ntopics:\n  sourceEvents: a/b/sourceevents\n  agentEvents: sources/+/clusters/+/agentevents\n", `topics.sourceEvents "a/b/sourceevents": want 5 levels ending in sourceevents`},
+		"two groups":    {"brokerHost: h:1\ntopics:\n  sourceEvents: $share/a/sources/+/clusters/+/sourceevents\n  agentEvents: $share/b/sources/+/clusters/+/agentevents\n", "two $share groups"},
+		"embedded cert": {"brokerHost: h:1\ncaData: AAAA\n", "caData: certificates embedded in the file are not supported"},
+	} {
+		_, err := mqtt.LoadConfig(write(strings.ReplaceAll(name, " ", "-")+".yaml", tc.text))
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: error %v, want one containing %q", name, err, tc.want)
+		}
 	}
 }

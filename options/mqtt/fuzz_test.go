@@ -4,8 +4,6 @@ import (
 	"testing"
 
 	"github.com/eclipse/paho.golang/paho"
-
-	"github.com/workwire/sdk-go/options"
 )
 
 // FuzzDecode feeds the receive path what a broker may deliver: any payload,
@@ -34,12 +32,10 @@ func FuzzConfig(f *testing.F) {
 	f.Add([]byte("brokerHost: 127.0.0.1:1883\nqos: 1\nlayout: ocm\n"))
 	f.Add([]byte(`{"brokerHost":"h:1","topics":{"spec":"a/{source}/{cluster}","status":"b/{source}/{cluster}","specResync":"c/{cluster}","statusResync":"d/{source}"}}`))
 	f.Add([]byte("keepAlive: 30s\nwill:\n  topic: x\n"))
+	f.Add([]byte("brokerHost: 127.0.0.1:1883\npubQoS: 1\nsubQoS: 1\ntopics:\n  sourceEvents: $share/g/sources/hub1/clusters/+/sourceevents\n  agentEvents: sources/hub1/clusters/+/agentevents\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
-		var c Config
-		if err := options.Unmarshal(data, &c); err != nil {
-			return
-		}
-		if err := c.Validate(); err != nil {
+		c, err := parseConfig(data)
+		if err != nil {
 			return
 		}
 		if _, err := New(c); err != nil {

@@ -85,6 +85,14 @@ func (b *secureBroker) source(t *testing.T, token string) options.Transport {
 	return newTransport(t, cfg)
 }
 
+// sourceInline returns a transport that sends token from its config
+// (Config.Token, as OCM's files may hold it).
+func (b *secureBroker) sourceInline(t *testing.T, token string) options.Transport {
+	cfg := b.config()
+	cfg.Token = token
+	return newTransport(t, cfg)
+}
+
 func newTransport(t *testing.T, cfg grpc.Config) options.Transport {
 	t.Helper()
 	tr, err := grpc.New(cfg, grpc.WithLogger(logr.Discard()))
@@ -225,7 +233,7 @@ func TestASourceNeverReceivesAnotherSourcesStatus(t *testing.T) {
 	}
 	a = b.source(t, "token-a")
 	recvA := mustStart(t, a, options.SourceSubscriptions("A", []string{dataType}))
-	recvB := mustStart(t, b.source(t, "token-b"), options.SourceSubscriptions("B", []string{dataType}))
+	recvB := mustStart(t, b.sourceInline(t, "token-b"), options.SourceSubscriptions("B", []string{dataType}))
 	agent := b.agent(t, "agent-cluster1")
 	mustStart(t, agent, options.AgentSubscriptions("cluster1", []string{dataType}))
 

@@ -1,0 +1,4 @@
+package grpc
+
+// ParseConfig is parseConfig, for the fuzz test.
+var ParseConfig = parseConfig
