@@ -190,8 +190,13 @@ type Transport interface {
 	// connection up, reconnecting with backoff and calling r.Connected after
 	// each reconnect, until Close; ctx bounds only the first connection.
 	Start(ctx context.Context, subs []Subscription, r Receiver) error
-	// Send sends evt to where route points. It blocks until the broker has
-	// accepted the event (as far as the transport can tell) or ctx ends.
+	// Send sends evt to where route points. The event's attributes must say
+	// the same route, as the generic clients' events do (the source
+	// attribute of a spec or a status resync, the originalsource of a
+	// status, the clustername of every role but a status resync): a
+	// transport whose broker routes by them (gRPC) refuses one that does
+	// not with ErrInvalidEvent. It blocks until the broker has accepted the
+	// event (as far as the transport can tell) or ctx ends.
 	// It returns an error wrapping ErrInvalidEvent, ErrNotConnected,
 	// ErrTooLarge, ErrClosed or ErrNotStarted where those apply. It is
 	// goroutine-safe.

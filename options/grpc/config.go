@@ -80,10 +80,12 @@ type Config struct {
 	ReconnectMaxBackoff options.Duration `json:"reconnectMaxBackoff,omitempty"`
 	// HeartbeatTimeout is how long a subscription may hear nothing (no
 	// event, no heartbeat) before the client treats it as dead and
-	// resubscribes. It applies only to a server that announces heartbeats; a
-	// server that does not is never timed out, so a merely idle stream is
-	// never torn down. Negative turns the check off. Default:
-	// DefaultHeartbeatMisses times the interval the server announces.
+	// resubscribes. Set, it applies to any broker, OCM's too, which sends
+	// heartbeats every 10s without announcing it (OCM's files call it
+	// serverHealthinessTimeout). Unset, it is DefaultHeartbeatMisses times
+	// the interval the broker announces (workwire's does, in a response
+	// header), and a broker that announces none is never timed out, so a
+	// merely idle stream is never torn down. Negative turns the check off.
 	HeartbeatTimeout options.Duration `json:"heartbeatTimeout,omitempty"`
 	// MaxEventBytes rejects larger events (their encoded publish request)
 	// at Send with options.ErrTooLarge, without sending them.

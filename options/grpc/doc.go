@@ -1,39 +1,46 @@
 // Package grpc is workwire's gRPC transport: an options.Transport that
-// carries CloudEvents between sources and agents through a workwire gRPC
-// broker (options/grpc/server; options/grpc/grpctest runs one inside a
-// test). The protocol is io.cloudevents.v1.CloudEventService
-// (options/grpc/protocol): a unary Publish per event and a server-streaming
-// Subscribe per subscriber, with events in the CloudEvents protobuf format.
+// carries CloudEvents between sources and agents through a gRPC broker of
+// io.cloudevents.v1.CloudEventService (options/grpc/protocol) — workwire's
+// (options/grpc/server; options/grpc/grpctest runs one inside a test) or,
+// for an agent, OCM's (open-cluster-management.io/sdk-go): a unary Publish
+// per event and a server-streaming Subscribe per subscriber, with events in
+// the protobuf message OCM's peers use and spelled as they spell them.
 //
 // # Routing
 //
-// Send publishes the event with its options.Route; the broker checks that
-// the caller may publish on that route and delivers the event to the
-// subscribers the route reaches (spec: the agent of its cluster; status:
-// the source it names; spec resync: every source; status resync: every
-// agent). Start opens one Subscribe stream per side it subscribes for: a
-// source's stream (options.SourceSubscriptions) carries the status for it
-// and every spec resync; an agent's (options.AgentSubscriptions) the specs
-// for its cluster and every status resync. The broker sends a stream only
-// the data types its subscriptions name (Subscription.DataTypes), or every
-// data type when one of them names none. Received events carry the route
-// the broker delivered them by, so their Role, Source and Cluster are set.
+// Send publishes the event; the broker routes it by its type and its
+// source, clustername and originalsource attributes (Send refuses an event
+// whose attributes do not say its options.Route), after checking that the
+// caller may publish there, to the subscribers it reaches (spec: the agent
+// of its cluster; status: the source it names; spec resync: every source;
+// status resync: every agent). Start opens one Subscribe stream per side it
+// subscribes for: a source's stream (options.SourceSubscriptions) carries
+// the status for it and every spec resync; an agent's
+// (options.AgentSubscriptions) the specs for its cluster and every status
+// resync. The broker sends a stream only the data types its subscriptions
+// name (Subscription.DataTypes), or every data type when one of them names
+// none; at a broker that serves one data type per stream (OCM's, which
+// says nothing of data types in its response headers) the transport opens
+// one stream per data type. Received events are delivered with the route
+// their attributes give.
 //
 // # Connection, heartbeats and reconnects
 //
-// The stream starts with a heartbeat once the broker has the subscription
-// in place; Start returns only then, so nothing published afterwards is
-// missed. The broker then sends a heartbeat whenever the stream has been
-// idle for its interval (10s by default), which keeps the stream through
-// proxies that end idle streams (Istio, cloud load balancers). A stream
-// that ends for any reason — the broker restarting, a proxy resetting it
-// (RST_STREAM, reported as Internal), the broker dropping a subscriber that
-// fell behind — or that stays silent for DefaultHeartbeatMisses heartbeat
-// intervals is opened again with capped exponential backoff, and the
-// receiver's Connected is called, so the client resyncs what it missed. A
-// merely idle stream is never torn down: a broker that announces no
-// heartbeats is never timed out. gRPC keep-alive pings (30s) find dead
-// connections too.
+// A stream is in place once the broker has sent its response headers
+// (with a subscription-id, which OCM's agents require too); Start returns
+// only then, so nothing published afterwards is missed. The broker sends
+// a heartbeat event down every stream each interval (10s by default),
+// which keeps the stream through proxies that end idle streams (Istio,
+// cloud load balancers), and announces the interval in its headers. A
+// stream that ends for any reason — the broker restarting, a proxy
+// resetting it (RST_STREAM, reported as Internal), the broker dropping a
+// subscriber that fell behind — or that stays silent for
+// DefaultHeartbeatMisses announced intervals (or Config.HeartbeatTimeout)
+// is opened again with capped exponential backoff, and the receiver's
+// Connected is called, so the client resyncs what it missed. A merely idle
+// stream is never torn down: a broker that announces no heartbeats is
+// never timed out unless Config.HeartbeatTimeout is set. gRPC keep-alive
+// pings (30s) find dead connections too.
 //
 // # Security
 //

@@ -65,6 +65,7 @@ func Example() {
 	evt.SetSource("hub")
 	evt.SetType("io.example.things.v1.things.spec.create_request")
 	evt.SetExtension("resourceid", "thing-1")
+	evt.SetExtension("clustername", "cluster1") // the broker routes by it
 	if err := hub.Send(startCtx, options.Route{Role: options.RoleSpec, Source: "hub", Cluster: "cluster1"}, &evt); err != nil {
 		panic(err)
 	}

@@ -8,6 +8,7 @@ import (
 
 	grpclib "google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
 	"github.com/workwire/sdk-go/options"
@@ -17,16 +18,15 @@ import (
 )
 
 // flappingServer accepts every subscription and ends it right after its
-// first heartbeat.
+// headers.
 type flappingServer struct {
 	protocol.UnimplementedCloudEventServiceServer
 	subscribes atomic.Int64
 }
 
-func (f *flappingServer) Subscribe(_ *protocol.SubscriptionRequest, stream grpclib.ServerStreamingServer[protocol.SubscriptionResponse]) error {
+func (f *flappingServer) Subscribe(_ *protocol.SubscriptionRequest, stream grpclib.ServerStreamingServer[protocol.CloudEvent]) error {
 	f.subscribes.Add(1)
-	hb := &protocol.SubscriptionResponse{Kind: &protocol.SubscriptionResponse_Heartbeat{Heartbeat: &protocol.Heartbeat{IntervalMillis: 10_000}}}
-	if err := stream.Send(hb); err != nil {
+	if err := stream.SendHeader(metadata.Pairs(protocol.HeaderSubscriptionID, "1", protocol.HeaderDataTypes, "*")); err != nil {
 		return err
 	}
 	return status.Error(codes.Unavailable, "going away")

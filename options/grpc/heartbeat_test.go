@@ -35,7 +35,8 @@ func specTo(t *testing.T, tr options.Transport, cluster, id string) {
 	defer cancel()
 	evt := transporttest.NewEvent(id, "spec.create_request")
 	evt.SetType(dataType + ".spec.create_request")
-	if err := tr.Send(ctx, options.Route{Role: options.RoleSpec, Source: "hub", Cluster: cluster}, evt); err != nil {
+	route := options.Route{Role: options.RoleSpec, Source: "hub", Cluster: cluster}
+	if err := tr.Send(ctx, route, transporttest.OnRoute(evt, route)); err != nil {
 		t.Fatalf("Send: %v", err)
 	}
 }

@@ -133,7 +133,7 @@ func TestPublishResetIsNotConnected(t *testing.T) {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		evt := transporttest.NewEvent(id, "spec.create_request")
-		return hub.Send(ctx, route, evt)
+		return hub.Send(ctx, route, transporttest.OnRoute(evt, route))
 	}
 
 	reset := status.Error(codes.Internal, rstStreamMessage)

@@ -5,12 +5,12 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"io"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
-	format "github.com/cloudevents/sdk-go/binding/format/protobuf/v2"
 	cloudevents "github.com/cloudevents/sdk-go/v2"
 	"github.com/go-logr/logr"
 	grpclib "google.golang.org/grpc"
@@ -20,6 +20,7 @@ import (
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/keepalive"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 	"k8s.io/klog/v2"
@@ -45,9 +46,11 @@ func WithDialOptions(opts ...grpclib.DialOption) Option {
 	return func(t *Transport) { t.dialOpts = append(t.dialOpts, opts...) }
 }
 
-// Transport carries CloudEvents to and from a workwire gRPC broker
-// (options/grpc/server): Send is a unary Publish, and Start opens one
-// Subscribe stream per side it subscribes for (a source ID, a cluster name).
+// Transport carries CloudEvents to and from a gRPC broker of the
+// io.cloudevents.v1.CloudEventService — workwire's (options/grpc/server) or
+// OCM's: Send is a unary Publish, and Start opens one Subscribe stream per
+// side it subscribes for (a source ID, a cluster name), or, at a broker
+// that serves one data type per stream (OCM's), one per data type.
 // It implements options.Transport: it resubscribes with capped exponential
 // backoff when a stream ends or goes silent past its heartbeat timeout, and
 // tells its receiver after every resubscription, so the client resyncs.
@@ -320,9 +323,13 @@ type session struct {
 
 type streamState struct {
 	req      *protocol.SubscriptionRequest
-	stream   grpclib.ServerStreamingClient[protocol.SubscriptionResponse]
-	lastRecv atomic.Int64 // unix nanoseconds
-	interval atomic.Int64 // the server's heartbeat interval, nanoseconds
+	stream   grpclib.ServerStreamingClient[protocol.CloudEvent]
+	cancel   context.CancelFunc // ends this stream alone
+	lastRecv atomic.Int64       // unix nanoseconds
+	interval time.Duration      // the heartbeat interval the broker announced; 0 if none
+	// servesAll: the broker said which data types the stream carries, as
+	// workwire's does for every data type the request names.
+	servesAll bool
 }
 
 func (s *session) fail(err error) {
@@ -346,8 +353,8 @@ func (s *session) stop() {
 	s.wg.Wait()
 }
 
-// subscribe opens every stream and waits for each one's first heartbeat,
-// which the server sends once the subscription is in place. ctx bounds the
+// subscribe opens every stream and waits for each one's response headers,
+// which the broker sends once the subscription is in place. ctx bounds the
 // wait; the session outlives it, until Close or a failure.
 func (t *Transport) subscribe(ctx context.Context) (*session, error) {
 	t.mu.Lock()
@@ -366,24 +373,20 @@ func (t *Transport) subscribe(ctx context.Context) (*session, error) {
 	stopBound := context.AfterFunc(ctx, cancel)
 	handshake := time.AfterFunc(orDefault(t.cfg.DialTimeout, DefaultDialTimeout), cancel)
 	var err error
-	for _, req := range reqs {
-		st := &streamState{req: req}
-		st.stream, err = client.Subscribe(sctx, req, grpclib.WaitForReady(true))
-		if err != nil {
+	for i := 0; i < len(reqs); i++ {
+		var st *streamState
+		if st, err = t.open(sctx, client, reqs[i]); err != nil {
 			break
 		}
-		var first *protocol.SubscriptionResponse
-		first, err = st.stream.Recv()
-		if err != nil {
-			break
+		if len(reqs[i].GetDataTypes()) > 1 && !st.servesAll {
+			// The broker serves one data type per stream (OCM's does): one
+			// stream for each.
+			st.cancel()
+			for _, dt := range reqs[i].GetDataTypes() {
+				reqs = append(reqs, &protocol.SubscriptionRequest{Source: reqs[i].GetSource(), ClusterName: reqs[i].GetClusterName(), DataTypes: []string{dt}})
+			}
+			continue
 		}
-		hb := first.GetHeartbeat()
-		if hb == nil {
-			err = errors.New("the server's first message is not a heartbeat")
-			break
-		}
-		st.interval.Store(int64(time.Duration(hb.GetIntervalMillis()) * time.Millisecond))
-		st.lastRecv.Store(time.Now().UnixNano())
 		sess.streams = append(sess.streams, st)
 	}
 	handshake.Stop()
@@ -403,6 +406,49 @@ func (t *Transport) subscribe(ctx context.Context) (*session, error) {
 		go t.receive(sess, st)
 	}
 	return sess, nil
+}
+
+// open opens one Subscribe stream and waits for its response headers. A
+// broker that refuses the subscription sends none (OCM's agents refuse a
+// stream without a subscription-id too): its status comes with the
+// stream's end.
+func (t *Transport) open(ctx context.Context, client protocol.CloudEventServiceClient, req *protocol.SubscriptionRequest) (*streamState, error) {
+	sctx, cancel := context.WithCancel(ctx)
+	stream, err := client.Subscribe(sctx, req, grpclib.WaitForReady(true))
+	if err != nil {
+		cancel()
+		return nil, err
+	}
+	md, err := stream.Header()
+	if err != nil {
+		cancel()
+		return nil, err
+	}
+	if len(md.Get(protocol.HeaderSubscriptionID)) != 1 {
+		_, err := stream.Recv()
+		cancel()
+		if err == nil || errors.Is(err, io.EOF) {
+			err = errors.New("the broker sent no subscription-id header")
+		}
+		return nil, err
+	}
+	st := &streamState{req: req, stream: stream, cancel: cancel, servesAll: len(md.Get(protocol.HeaderDataTypes)) > 0}
+	st.interval = announcedInterval(md)
+	st.lastRecv.Store(time.Now().UnixNano())
+	return st, nil
+}
+
+// announcedInterval is the heartbeat interval md announces; 0 for none.
+func announcedInterval(md metadata.MD) time.Duration {
+	v := md.Get(protocol.HeaderHeartbeatInterval)
+	if len(v) != 1 {
+		return 0
+	}
+	d, err := time.ParseDuration(v[0])
+	if err != nil || d < 0 {
+		return 0
+	}
+	return d
 }
 
 func waitReady(ctx context.Context, conn *grpclib.ClientConn) error {
@@ -485,17 +531,15 @@ func (t *Transport) watch(sess *session) error {
 
 // heartbeatTimeout is how long st may be silent; 0 for no limit.
 func (t *Transport) heartbeatTimeout(st *streamState) time.Duration {
-	if t.cfg.HeartbeatTimeout < 0 {
+	switch {
+	case t.cfg.HeartbeatTimeout < 0:
 		return 0
-	}
-	interval := time.Duration(st.interval.Load())
-	if interval <= 0 {
-		return 0 // the server sends no heartbeats: an idle stream is fine
-	}
-	if t.cfg.HeartbeatTimeout > 0 {
+	case t.cfg.HeartbeatTimeout > 0:
 		return time.Duration(t.cfg.HeartbeatTimeout)
+	case st.interval > 0:
+		return DefaultHeartbeatMisses * st.interval
 	}
-	return DefaultHeartbeatMisses * interval
+	return 0 // no heartbeats announced: an idle stream is fine
 }
 
 func (t *Transport) watchPeriod(sess *session) time.Duration {
@@ -518,28 +562,24 @@ func (t *Transport) receive(sess *session, st *streamState) {
 			return
 		}
 		st.lastRecv.Store(time.Now().UnixNano())
-		switch k := msg.GetKind().(type) {
-		case *protocol.SubscriptionResponse_Heartbeat:
-			st.interval.Store(int64(time.Duration(k.Heartbeat.GetIntervalMillis()) * time.Millisecond))
-		case *protocol.SubscriptionResponse_Event:
-			t.deliver(k.Event)
-		default:
-			// A message kind of a newer protocol: skip it.
+		if msg.GetType() == protocol.HeartbeatType {
+			continue
 		}
+		t.deliver(msg)
 	}
 }
 
 // deliver decodes and hands over one event. What is not a valid CloudEvent
 // is reported and skipped; nothing received may stop the stream.
-func (t *Transport) deliver(re *protocol.RoutedEvent) {
+func (t *Transport) deliver(pbe *protocol.CloudEvent) {
 	defer func() {
-		// The SDK's converter is fed by the network: a panic in it must
-		// cost one message, not the process.
+		// The decoder is fed by the network: a panic in it must cost one
+		// message, not the process.
 		if p := recover(); p != nil {
 			t.recv.Malformed(fmt.Errorf("grpc: event: decoder panic: %v", p))
 		}
 	}()
-	route, evt, err := decode(re)
+	route, evt, err := decode(pbe)
 	if err != nil {
 		t.recv.Malformed(err)
 		return
@@ -551,27 +591,15 @@ func (t *Transport) deliver(re *protocol.RoutedEvent) {
 	t.recv.Deliver(options.NewDelivery(route, evt, nil))
 }
 
-// decode turns a received RoutedEvent into the route and the event the
-// transport delivers: the route the broker gives or, without one, the one
-// the event's own attributes give (a zero route when they give none), and
-// a valid CloudEvent. It fails on what is not one.
-func decode(re *protocol.RoutedEvent) (options.Route, *cloudevents.Event, error) {
-	pbe := re.GetEvent()
-	if pbe == nil {
-		return options.Route{}, nil, errors.New("grpc: stream message without an event")
-	}
-	route := protocol.RouteFromProto(re.GetRoute())
-	if route.Role == 0 {
-		if derived, err := protocol.DeriveRoute(pbe); err == nil {
-			route = derived
-		}
-	}
-	evt, err := format.FromProto(pbe)
+// decode turns a received event into the route and the event the
+// transport delivers: the route its own attributes give (a zero route when
+// they give none), as the broker routed it, and a valid CloudEvent. It fails
+// on what is not one.
+func decode(pbe *protocol.CloudEvent) (options.Route, *cloudevents.Event, error) {
+	route, _ := protocol.DeriveRoute(pbe)
+	evt, err := protocol.FromProto(pbe)
 	if err != nil {
-		return options.Route{}, nil, fmt.Errorf("grpc: event %q for %s: not a CloudEvent: %w", pbe.GetId(), route.Role, err)
-	}
-	if err := evt.Validate(); err != nil {
-		return options.Route{}, nil, fmt.Errorf("grpc: event %q for %s: invalid CloudEvent: %w", pbe.GetId(), route.Role, err)
+		return options.Route{}, nil, fmt.Errorf("grpc: event for %s: not a valid CloudEvent: %w", route.Role, err)
 	}
 	return route, evt, nil
 }
@@ -616,11 +644,15 @@ func (t *Transport) Send(ctx context.Context, route options.Route, evt *cloudeve
 	if state != nil {
 		return fmt.Errorf("grpc: send to %s: %w", route.Role, state)
 	}
-	pbe, err := format.ToProto(evt)
+	pbe, err := protocol.ToProto(evt)
 	if err != nil {
-		return fmt.Errorf("grpc: encode event %s: %w", evt.ID(), err)
+		return fmt.Errorf("grpc: encode event %s: %w: %w", evt.ID(), options.ErrInvalidEvent, err)
 	}
-	req := &protocol.PublishRequest{Event: pbe, Route: protocol.RouteToProto(route)}
+	// The broker routes by the event's attributes: they must say route.
+	if derived, err := protocol.DeriveRoute(pbe); err != nil || !sameRoute(derived, route) {
+		return fmt.Errorf("grpc: event %s: %w: its type and attributes route it to %+v, not %+v (%v)", evt.ID(), options.ErrInvalidEvent, derived, route, err)
+	}
+	req := &protocol.PublishRequest{Event: pbe}
 	if size := proto.Size(req); size > t.maxEvent {
 		return fmt.Errorf("grpc: event %s of type %s: %w: %d bytes, limit %d", evt.ID(), evt.Type(), options.ErrTooLarge, size, t.maxEvent)
 	}
@@ -628,6 +660,21 @@ func (t *Transport) Send(ctx context.Context, route options.Route, evt *cloudeve
 		return t.publishError(ctx, evt, err)
 	}
 	return nil
+}
+
+// sameRoute reports whether derived, the route an event's attributes give,
+// is route in every ID route's role needs.
+func sameRoute(derived, route options.Route) bool {
+	if derived.Role != route.Role {
+		return false
+	}
+	switch route.Role {
+	case options.RoleSpecResync:
+		return derived.Cluster == route.Cluster
+	case options.RoleStatusResync:
+		return derived.Source == route.Source
+	}
+	return derived.Source == route.Source && derived.Cluster == route.Cluster
 }
 
 // publishError maps a failed Publish to the transport contract's errors.

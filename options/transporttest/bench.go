@@ -35,10 +35,9 @@ func BenchSendDeliver(b *testing.B, newTransport func() options.Transport) {
 		b.Fatal(err)
 	}
 	defer closeNow(b, hub)
-	evt := NewEvent("bench", "spec.update_request")
-	evt.SetExtension("clustername", "bench-cluster")
-	_ = evt.SetData(cloudevents.ApplicationJSON, map[string]string{"manifests": strings.Repeat("x", 1800)})
 	route := options.Route{Role: options.RoleSpec, Source: "bench-hub", Cluster: "bench-cluster"}
+	evt := OnRoute(NewEvent("bench", "spec.update_request"), route)
+	_ = evt.SetData(cloudevents.ApplicationJSON, map[string]string{"manifests": strings.Repeat("x", 1800)})
 	b.SetBytes(int64(len(evt.Data())))
 	b.ReportAllocs()
 	var next atomic.Int64

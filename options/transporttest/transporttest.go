@@ -190,11 +190,30 @@ func NewEvent(id, typ string) *cloudevents.Event {
 	return &evt
 }
 
+// OnRoute sets evt's attributes to say r, as the generic clients' events
+// do, and returns evt: the source attribute of a spec or a status resync,
+// the originalsource of a status, and the clustername of every role but a
+// status resync. Transports that route by an event's attributes (gRPC)
+// refuse an event whose attributes do not say the route Send is given.
+func OnRoute(evt *cloudevents.Event, r options.Route) *cloudevents.Event {
+	switch r.Role {
+	case options.RoleSpec, options.RoleStatusResync:
+		evt.SetSource(r.Source)
+	case options.RoleStatus:
+		evt.SetExtension("originalsource", r.Source)
+	}
+	if r.Role != options.RoleStatusResync {
+		evt.SetExtension("clustername", r.Cluster)
+	}
+	return evt
+}
+
+// send sends evt on r, its attributes set to say r (OnRoute).
 func send(t *testing.T, tr options.Transport, r options.Route, evt *cloudevents.Event) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), wait)
 	defer cancel()
-	if err := tr.Send(ctx, r, evt); err != nil {
+	if err := tr.Send(ctx, r, OnRoute(evt, r)); err != nil {
 		t.Fatalf("Send %s: %v", r.Role, err)
 	}
 }
@@ -344,7 +363,7 @@ func concurrentSends(t *testing.T, h Harness) {
 			defer wg.Done()
 			for i := range each {
 				ctx, cancel := context.WithTimeout(context.Background(), wait)
-				errs <- hub.Send(ctx, route, NewEvent(fmt.Sprintf("c-%d-%d", w, i), "spec.update_request"))
+				errs <- hub.Send(ctx, route, OnRoute(NewEvent(fmt.Sprintf("c-%d-%d", w, i), "spec.update_request"), route))
 				cancel()
 			}
 		}()
@@ -370,7 +389,7 @@ func lifecycleErrors(t *testing.T, h Harness) {
 	tr := h.New(t)
 	route := options.Route{Role: options.RoleSpec, Source: unique("s"), Cluster: unique("c")}
 	ctx := context.Background()
-	if err := tr.Send(ctx, route, NewEvent("x", "spec.create_request")); err == nil {
+	if err := tr.Send(ctx, route, OnRoute(NewEvent("x", "spec.create_request"), route)); err == nil {
 		t.Error("Send before Start succeeded")
 	}
 	r := start(t, tr, nil)
@@ -379,7 +398,7 @@ func lifecycleErrors(t *testing.T, h Harness) {
 		t.Error("Send on a route without a cluster succeeded")
 	}
 	// What receivers would only drop as malformed fails at Send.
-	if err := tr.Send(ctx, route, NewEvent("", "spec.create_request")); !errors.Is(err, options.ErrInvalidEvent) {
+	if err := tr.Send(ctx, route, OnRoute(NewEvent("", "spec.create_request"), route)); !errors.Is(err, options.ErrInvalidEvent) {
 		t.Errorf("Send of an event without an ID: %v, want ErrInvalidEvent", err)
 	}
 	if err := tr.Send(ctx, route, nil); !errors.Is(err, options.ErrInvalidEvent) {
@@ -387,7 +406,7 @@ func lifecycleErrors(t *testing.T, h Harness) {
 	}
 	closeTransport(t, tr)
 	closeTransport(t, tr) // idempotent
-	if err := tr.Send(ctx, route, NewEvent("z", "spec.create_request")); !errors.Is(err, options.ErrClosed) {
+	if err := tr.Send(ctx, route, OnRoute(NewEvent("z", "spec.create_request"), route)); !errors.Is(err, options.ErrClosed) {
 		t.Errorf("Send after Close: %v, want ErrClosed", err)
 	}
 }
@@ -397,7 +416,8 @@ func contextCancel(t *testing.T, h Harness) {
 	start(t, tr, nil)
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	err := tr.Send(ctx, options.Route{Role: options.RoleSpec, Source: unique("s"), Cluster: unique("c")}, NewEvent(unique("e"), "spec.create_request"))
+	route := options.Route{Role: options.RoleSpec, Source: unique("s"), Cluster: unique("c")}
+	err := tr.Send(ctx, route, OnRoute(NewEvent(unique("e"), "spec.create_request"), route))
 	if !errors.Is(err, context.Canceled) {
 		t.Errorf("Send with a cancelled context: %v, want context.Canceled", err)
 	}
@@ -432,7 +452,7 @@ func tooLarge(t *testing.T, h Harness) {
 	_ = big.SetData(cloudevents.ApplicationJSON, map[string]string{"pad": strings.Repeat("x", 8192)})
 	ctx, cancel := context.WithTimeout(context.Background(), wait)
 	defer cancel()
-	if err := tr.Send(ctx, route, big); !errors.Is(err, options.ErrTooLarge) {
+	if err := tr.Send(ctx, route, OnRoute(big, route)); !errors.Is(err, options.ErrTooLarge) {
 		t.Fatalf("oversize Send: %v, want ErrTooLarge", err)
 	}
 	small := NewEvent(unique("small"), "spec.create_request")

@@ -18,11 +18,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cloudevents/sdk-go/binding/format/protobuf/v2/pb"
 	"github.com/go-logr/logr"
 
 	"github.com/workwire/sdk-go/options"
 	"github.com/workwire/sdk-go/options/grpc"
+	"github.com/workwire/sdk-go/options/grpc/protocol"
 	"github.com/workwire/sdk-go/options/grpc/server"
 )
 
@@ -142,5 +142,5 @@ func (s *Server) Restart() error {
 // its data, no attributes) to the subscribers route reaches, as a broken
 // peer might. It returns how many it reached.
 func (s *Server) SendRaw(route options.Route, payload []byte) int {
-	return s.srv.Route(route, &pb.CloudEvent{Data: &pb.CloudEvent_BinaryData{BinaryData: payload}})
+	return s.srv.Route(route, &protocol.CloudEvent{Data: &protocol.CloudEvent_BinaryData{BinaryData: payload}})
 }

@@ -3,20 +3,19 @@ package protocol
 import (
 	"fmt"
 
-	"github.com/cloudevents/sdk-go/binding/format/protobuf/v2/pb"
-
 	"github.com/workwire/sdk-go/generic/types"
 	"github.com/workwire/sdk-go/options"
 )
 
-// DeriveRoute returns the route evt's own attributes give, for a peer that
-// sends or receives an event without a Route: the role from its type (spec
-// or status, resync or not), the cluster from its clustername extension,
-// and the source from its originalsource extension (status) or its source
-// attribute (spec and status resync). A spec resync names no source and a
-// status resync no cluster. It fails on a malformed type; the route it
-// returns may still lack an ID its role needs (see options.Route.Validate).
-func DeriveRoute(evt *pb.CloudEvent) (options.Route, error) {
+// DeriveRoute returns the route evt's own attributes give: the role from its
+// type (spec or status, resync or not), the cluster from its clustername
+// extension, and the source from its originalsource extension (status) or
+// its source attribute (spec and status resync). A spec resync names no
+// source and a status resync no cluster. A broker routes by it and a
+// client takes what arrives as sent on it, so the two always agree. It
+// fails on a malformed type; the route it returns may still lack an ID its
+// role needs (see options.Route.Validate).
+func DeriveRoute(evt *CloudEvent) (options.Route, error) {
 	et, err := types.ParseEventType(evt.GetType())
 	if err != nil {
 		return options.Route{}, err
@@ -48,14 +47,15 @@ func DeriveRoute(evt *pb.CloudEvent) (options.Route, error) {
 }
 
 // StringAttribute returns the string value of evt's attribute or extension
-// name, "" when it is absent, and an error when it is not a string.
-func StringAttribute(evt *pb.CloudEvent, name string) (string, error) {
-	v, ok := evt.GetAttributes()[name]
-	if !ok || v == nil {
-		return "", nil
+// name, under OCM's key ("ce-<name>") or else its bare name; "" when it is
+// absent, and an error when it is not a string.
+func StringAttribute(evt *CloudEvent, name string) (string, error) {
+	v := evt.GetAttributes()[attrPrefix+name]
+	if v == nil {
+		v = evt.GetAttributes()[name]
 	}
 	switch a := v.GetAttr().(type) {
-	case *pb.CloudEventAttributeValue_CeString:
+	case *CloudEventAttributeValue_CeString:
 		return a.CeString, nil
 	case nil:
 		return "", nil

@@ -129,8 +129,8 @@ func TestARevokedSubscriptionEnds(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if msg, err := stream.Recv(); err != nil || msg.GetHeartbeat() == nil {
-		t.Fatalf("want the first heartbeat, got %v, %v", msg, err)
+	if md, err := stream.Header(); err != nil || len(md.Get(protocol.HeaderSubscriptionID)) != 1 {
+		t.Fatalf("want the subscription's headers, got %v, %v", md, err)
 	}
 	authz.revoked.Store(true)
 	for {

@@ -8,7 +8,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/cloudevents/sdk-go/binding/format/protobuf/v2/pb"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/workwire/sdk-go/generic/types"
@@ -16,21 +15,23 @@ import (
 	"github.com/workwire/sdk-go/options/grpc/protocol"
 )
 
-// queued is one message waiting for a subscriber, with the data type it is
-// filtered and its metrics are labelled by, and its size in bytes.
+// queued is one event waiting for a subscriber, with the cluster and data
+// type its metrics are labelled by (the data type also filters it), and its
+// size in bytes.
 type queued struct {
-	msg      *protocol.SubscriptionResponse
+	msg      *protocol.CloudEvent
 	cluster  string
 	dataType string         // as the event's type spells it: the metrics label
 	key      types.DataType // singular form; zero for a type naming no data type
 	size     int64
 }
 
-// newQueued wraps pbe, routed by route, for the subscribers' queues; dt is
-// its data type, zero when its type names none.
-func newQueued(route options.Route, pbe *pb.CloudEvent, dt types.DataType) queued {
-	msg := eventMessage(route, pbe)
-	q := queued{msg: msg, cluster: route.Cluster, size: int64(proto.Size(msg))}
+// newQueued wraps pbe, routed to cluster ("" for none), for the
+// subscribers' queues; dt is its data type, zero when its type names none.
+// Events go out as they were published: workwire's clients and OCM's write
+// the same spelling.
+func newQueued(cluster string, pbe *protocol.CloudEvent, dt types.DataType) queued {
+	q := queued{msg: pbe, cluster: cluster, size: int64(proto.Size(pbe))}
 	if !dt.IsZero() {
 		q.dataType, q.key = dt.String(), dt.Singular()
 	}

@@ -6,13 +6,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cloudevents/sdk-go/binding/format/protobuf/v2/pb"
-
-	"github.com/workwire/sdk-go/options"
 	"github.com/workwire/sdk-go/options/grpc/protocol"
 )
 
-func sized(size int64) queued { return queued{msg: &protocol.SubscriptionResponse{}, size: size} }
+func sized(size int64) queued { return queued{msg: &protocol.CloudEvent{}, size: size} }
 
 // The byte bound drops a subscriber as the count bound does; an empty queue
 // takes one event of any size; a drop frees what was queued.
@@ -102,8 +99,7 @@ func TestOfferWaitWaitsForBytes(t *testing.T) {
 func TestSubscriberWantsItsDataTypes(t *testing.T) {
 	t.Parallel()
 	const works = "io.open-cluster-management.works.v1alpha1.manifestbundles"
-	route := options.Route{Role: options.RoleSpec, Source: "s", Cluster: "c"}
-	q := func(typ string) queued { return newQueued(route, &pb.CloudEvent{Type: typ}, eventDataType(typ)) }
+	q := func(typ string) queued { return newQueued("c", &protocol.CloudEvent{Type: typ}, eventDataType(typ)) }
 	dts, err := parseDataTypes([]string{works})
 	if err != nil {
 		t.Fatal(err)

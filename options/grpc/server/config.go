@@ -13,9 +13,9 @@ import (
 
 // Defaults of Config.
 const (
-	// DefaultHeartbeatInterval is how long a Subscribe stream may be idle
-	// before the server sends a heartbeat: well under the idle timeouts of
-	// common proxies and load balancers (30s and more).
+	// DefaultHeartbeatInterval is how often the server sends a heartbeat
+	// down every Subscribe stream (OCM's broker's interval): well under the
+	// idle timeouts of common proxies and load balancers (30s and more).
 	DefaultHeartbeatInterval = 10 * time.Second
 	// DefaultQueueSize is how many events wait for one subscriber before it
 	// counts as fallen behind and its stream is ended.
@@ -54,9 +54,11 @@ type Config struct {
 	// TLS turns TLS on when CertFile and KeyFile are set; ClientCAFile adds
 	// client certificate verification (mutual TLS).
 	TLS TLSConfig `json:"tls,omitempty"`
-	// HeartbeatInterval is how long a Subscribe stream may be idle before
-	// the server sends a heartbeat; negative sends none after the first.
-	// Default: DefaultHeartbeatInterval.
+	// HeartbeatInterval is how often the server sends a heartbeat event
+	// down every Subscribe stream, whatever else it sends (OCM's agents count
+	// only heartbeats toward their health check); it announces the interval
+	// in the stream's response headers. Negative sends none. Default:
+	// DefaultHeartbeatInterval.
 	HeartbeatInterval options.Duration `json:"heartbeatInterval,omitempty"`
 	// QueueSize bounds the events waiting for one subscriber. A subscriber
 	// whose queue is full has fallen behind: its stream ends with

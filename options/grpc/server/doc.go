@@ -1,16 +1,20 @@
 // Package server is workwire's gRPC broker (seed 004): it serves
 // io.cloudevents.v1.CloudEventService to sources and agents that use the
-// gRPC transport (options/grpc). New builds a Server from a Config; Serve
+// gRPC transport (options/grpc), and to OCM's agents
+// (open-cluster-management.io/sdk-go), whose wire it speaks: the same
+// service and messages, the subscription-id response header they require,
+// and a heartbeat event down every stream each Config.HeartbeatInterval,
+// which their health check counts. New builds a Server from a Config; Serve
 // runs it on a listener until its context ends. options/grpc/grpctest runs
 // one inside a test.
 //
 // # Routing
 //
-// Publish routes each event by its route (which the transport always sends;
-// a peer that sends none is routed by the event's type and its source,
-// clustername and originalsource attributes): a spec goes to the agent of
-// its cluster, a status to the source it names, a spec resync to every
-// source and a status resync to every agent. A subscription names one
+// Publish routes each event by its type and its source, clustername and
+// originalsource attributes (protocol.DeriveRoute): a spec goes to the
+// agent of its cluster, a status to the source it names, a spec resync to
+// every source and a status resync to every agent. Events go out as they
+// were published. A subscription names one
 // source or one cluster, and the data types it handles: it gets only the
 // events of those data types (the plural and singular forms of a data type
 // are one), or of every data type when it names none. Data types are
@@ -59,8 +63,8 @@
 // status and spec resyncs, and subscribe, only for its own cluster; a
 // source may publish specs and status resyncs, and subscribe, only for its
 // own source ID (StaticAuthorizer, kubeauth.SubjectAccessReview). Refusals
-// get PermissionDenied. A status or spec resync whose clustername attribute
-// names another cluster than its route is refused too. Both answers are
+// get PermissionDenied. The route authorized is the one the event's own
+// attributes give, the one its receivers read. Both answers are
 // cached for Config.AuthCacheTTL, and an open Subscribe stream is
 // authenticated and authorized again at that interval: a revoked token or
 // grant ends it with Unauthenticated or PermissionDenied (a check that

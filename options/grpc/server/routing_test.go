@@ -9,8 +9,6 @@ import (
 	"testing"
 	"time"
 
-	format "github.com/cloudevents/sdk-go/binding/format/protobuf/v2"
-	"github.com/cloudevents/sdk-go/binding/format/protobuf/v2/pb"
 	cloudevents "github.com/cloudevents/sdk-go/v2"
 	grpclib "google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -126,10 +124,10 @@ func TestAnEventWithoutADataTypeReachesEverySubscriber(t *testing.T) {
 	srv := grpctest.NewServer(t)
 	r := mustStart(t, newTransport(t, srv.Config()), options.AgentSubscriptions("cluster1", []string{dataType}))
 	route := options.Route{Role: options.RoleSpec, Source: "hub", Cluster: "cluster1"}
-	if n := srv.Server().Route(route, &pb.CloudEvent{Id: "x", Source: "hub", SpecVersion: "1.0", Type: "bogus"}); n != 1 {
+	if n := srv.Server().Route(route, &protocol.CloudEvent{Id: "x", Source: "hub", SpecVersion: "1.0", Type: "bogus"}); n != 1 {
 		t.Fatalf("an event of type bogus reached %d subscribers, want 1", n)
 	}
-	if n := srv.Server().Route(route, &pb.CloudEvent{Id: "y", Source: "hub", SpecVersion: "1.0", Type: otherDataType + ".spec.create_request"}); n != 0 {
+	if n := srv.Server().Route(route, &protocol.CloudEvent{Id: "y", Source: "hub", SpecVersion: "1.0", Type: otherDataType + ".spec.create_request"}); n != 0 {
 		t.Errorf("an event of another data type reached %d subscribers, want 0", n)
 	}
 	r.Wait(t, "the event without a data type", 10*time.Second, func() bool { return find(r, "x") })
@@ -187,9 +185,10 @@ func TestAnAgentReceivesOnlyTheDataTypesItMaySubscribeTo(t *testing.T) {
 }
 
 // rawSubscribe opens a Subscribe stream with a small, fixed flow-control
-// window (which turns gRPC's window growth off) and returns it after the
-// first heartbeat; it reads nothing more unless the test does.
-func rawSubscribe(t *testing.T, addr string, req *protocol.SubscriptionRequest) grpclib.ServerStreamingClient[protocol.SubscriptionResponse] {
+// window (which turns gRPC's window growth off) and returns it once the
+// broker's headers say the subscription is in place; it reads nothing more
+// unless the test does.
+func rawSubscribe(t *testing.T, addr string, req *protocol.SubscriptionRequest) grpclib.ServerStreamingClient[protocol.CloudEvent] {
 	t.Helper()
 	conn, err := grpclib.NewClient(addr,
 		grpclib.WithTransportCredentials(insecure.NewCredentials()),
@@ -204,8 +203,9 @@ func rawSubscribe(t *testing.T, addr string, req *protocol.SubscriptionRequest) 
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := stream.Recv(); err != nil {
-		t.Fatalf("first heartbeat: %v", err)
+	md, err := stream.Header()
+	if err != nil || len(md.Get(protocol.HeaderSubscriptionID)) != 1 {
+		t.Fatalf("headers %v, %v: want a subscription-id", md, err)
 	}
 	return stream
 }
@@ -249,7 +249,7 @@ func TestASlowSubscriberIsDroppedByQueuedBytes(t *testing.T) {
 			}
 			break
 		}
-		if msg.GetEvent() != nil {
+		if msg.GetType() != protocol.HeartbeatType {
 			got++
 		}
 	}
@@ -262,33 +262,81 @@ func TestASlowSubscriberIsDroppedByQueuedBytes(t *testing.T) {
 	}
 }
 
-// An event that goes out just after a heartbeat does not put off the next
-// heartbeat by a whole interval: a stream is never silent for much longer
-// than HeartbeatInterval, so a proxy whose idle timeout is a little longer
-// keeps it.
-func TestHeartbeatsFollowTheLastMessageByOneInterval(t *testing.T) {
-	const interval = time.Second
+// Heartbeats go out every interval however busy the stream is: OCM's
+// agents count only heartbeats toward their health check, so a stream
+// never idle would otherwise fail it.
+func TestHeartbeatsGoOutWhileEventsFlow(t *testing.T) {
+	const interval = 100 * time.Millisecond
 	srv := grpctest.NewServerWithConfig(t, server.Config{HeartbeatInterval: options.Duration(interval)})
 	stream := rawSubscribe(t, srv.Addr(), &protocol.SubscriptionRequest{ClusterName: "cluster1", DataTypes: []string{dataType}})
-	evt := typedEvent("e1", dataType, "spec.create_request", map[string]string{types.ExtClusterName: "cluster1"})
-	pbe, err := format.ToProto(evt)
+	pbe, err := protocol.ToProto(typedEvent("e", dataType, "spec.create_request", map[string]string{types.ExtClusterName: "cluster1"}))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if n := srv.Server().Route(options.Route{Role: options.RoleSpec, Source: "hub", Cluster: "cluster1"}, pbe); n != 1 {
-		t.Fatalf("the event reached %d subscribers, want 1", n)
+	route := options.Route{Role: options.RoleSpec, Source: "hub", Cluster: "cluster1"}
+	// Each event goes out once the one before has arrived: the stream is
+	// never idle for an interval unless the machine stalls.
+	heartbeats, events := 0, 0
+	deadline := time.Now().Add(20 * time.Second)
+	for heartbeats < 3 {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d heartbeats among %d events, want 3", heartbeats, events)
+		}
+		if n := srv.Server().Route(route, pbe); n != 1 {
+			t.Fatalf("the event reached %d subscribers, want 1", n)
+		}
+		for {
+			msg, err := stream.Recv()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if msg.GetType() != protocol.HeartbeatType {
+				events++
+				break
+			}
+			heartbeats++
+			if msg.GetSpecVersion() != "1.0" || msg.GetId() == "" {
+				t.Errorf("heartbeat %v: want specversion 1.0 and an ID, as OCM's", msg)
+			}
+		}
 	}
-	if msg, err := stream.Recv(); err != nil || msg.GetEvent() == nil {
-		t.Fatalf("want the event, got %v, %v", msg, err)
+	if events < 3 {
+		t.Errorf("only %d events went out between 3 heartbeats", events)
 	}
-	sent := time.Now()
-	msg, err := stream.Recv()
-	if err != nil || msg.GetHeartbeat() == nil {
-		t.Fatalf("want a heartbeat, got %v, %v", msg, err)
+}
+
+// The headers of a subscription name it (OCM's agents refuse a stream
+// without exactly one subscription-id), its heartbeat interval and its data
+// types.
+func TestSubscriptionHeaders(t *testing.T) {
+	srv := grpctest.NewServerWithConfig(t, server.Config{HeartbeatInterval: options.Duration(7 * time.Second)})
+	conn, err := grpclib.NewClient(srv.Addr(), grpclib.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
 	}
-	// One interval after the event, plus slack for a loaded machine; well
-	// under the two intervals a heartbeat skipped for the event would take.
-	if silent := time.Since(sent); silent > interval*3/2 {
-		t.Errorf("the stream was silent for %v after an event, want about %v", silent, interval)
+	defer conn.Close()
+	for _, tc := range []struct {
+		dataTypes []string
+		want      string
+	}{{[]string{dataType, otherDataType}, dataType + "," + otherDataType}, {nil, "*"}} {
+		ctx, cancel := context.WithCancel(context.Background())
+		stream, err := protocol.NewCloudEventServiceClient(conn).Subscribe(ctx, &protocol.SubscriptionRequest{ClusterName: "cluster1", DataTypes: tc.dataTypes})
+		if err != nil {
+			t.Fatal(err)
+		}
+		md, err := stream.Header()
+		cancel()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ids := md.Get(protocol.HeaderSubscriptionID); len(ids) != 1 || ids[0] == "" {
+			t.Errorf("subscription-id %q, want one", ids)
+		}
+		if got := md.Get(protocol.HeaderHeartbeatInterval); len(got) != 1 || got[0] != "7s" {
+			t.Errorf("heartbeat-interval %q, want 7s", got)
+		}
+		if got := md.Get(protocol.HeaderDataTypes); len(got) != 1 || got[0] != tc.want {
+			t.Errorf("data-types %q, want %q", got, tc.want)
+		}
 	}
 }

@@ -141,10 +141,11 @@ func event(id, typ string, ext map[string]string) *cloudevents.Event {
 	return &evt
 }
 
+// send sends evt on r, its attributes set to say r (transporttest.OnRoute).
 func send(tr options.Transport, r options.Route, evt *cloudevents.Event) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	return tr.Send(ctx, r, evt)
+	return tr.Send(ctx, r, transporttest.OnRoute(evt, r))
 }
 
 func find(r *transporttest.Recorder, id string) bool {
@@ -203,10 +204,14 @@ func TestAnAgentActsOnlyForItsOwnCluster(t *testing.T) {
 	if status.Code(err) != codes.PermissionDenied {
 		t.Errorf("cluster1's agent publishing cluster2's status: %v, want PermissionDenied", err)
 	}
-	// Routing by its own cluster while the event claims another is refused too.
-	err = send(agent1, options.Route{Role: options.RoleStatus, Source: "A", Cluster: "cluster1"}, status2)
-	if status.Code(err) != codes.PermissionDenied {
-		t.Errorf("cluster1's agent publishing a status that names cluster2: %v, want PermissionDenied", err)
+	// The broker routes by the event's attributes: one that names another
+	// cluster than the route asked for never leaves the client.
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	status2 = event("s2", "status.update_request", map[string]string{types.ExtClusterName: "cluster2", types.ExtOriginalSource: "A"})
+	err = agent1.Send(ctx, options.Route{Role: options.RoleStatus, Source: "A", Cluster: "cluster1"}, status2)
+	if !errors.Is(err, options.ErrInvalidEvent) {
+		t.Errorf("cluster1's agent sending, on its own route, a status that names cluster2: %v, want ErrInvalidEvent", err)
 	}
 	err = send(agent1, options.Route{Role: options.RoleSpec, Source: "A", Cluster: "cluster1"}, event("spec", "spec.create_request", nil))
 	if status.Code(err) != codes.PermissionDenied {

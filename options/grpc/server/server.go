@@ -7,12 +7,11 @@ import (
 	"fmt"
 	"net"
 	"slices"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
 
-	format "github.com/cloudevents/sdk-go/binding/format/protobuf/v2"
-	"github.com/cloudevents/sdk-go/binding/format/protobuf/v2/pb"
 	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
@@ -22,6 +21,7 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/emptypb"
 	"k8s.io/klog/v2"
 
 	"github.com/workwire/sdk-go/generic/types"
@@ -74,9 +74,9 @@ type pendingService struct {
 	svc      Service
 }
 
-// Server is workwire's gRPC broker: it serves io.cloudevents.v1.CloudEventService
-// and routes what sources and agents publish to the subscribers that should
-// get it. See the package documentation for routing, replicas, security
+// Server is workwire's gRPC broker: it serves io.cloudevents.v1.CloudEventService,
+// wire-compatible with OCM's, and routes what sources and agents publish to
+// the subscribers that should get it. See the package documentation for routing, replicas, security
 // and metrics. A Server is goroutine-safe; it may Serve several listeners
 // at once and again after a Serve ended.
 type Server struct {
@@ -253,8 +253,8 @@ func (s *Server) Serve(ctx context.Context, lis net.Listener) error {
 // and publish themselves, and for tests (grpctest feeds subscribers
 // malformed events with it). It returns how many subscribers it reached; it
 // never blocks.
-func (s *Server) Route(route options.Route, evt *pb.CloudEvent) int {
-	return s.reg.route(route, newQueued(route, evt, eventDataType(evt.GetType())))
+func (s *Server) Route(route options.Route, evt *protocol.CloudEvent) int {
+	return s.reg.route(route, newQueued(route.Cluster, evt, eventDataType(evt.GetType())))
 }
 
 // instance is the service one Serve registers; stopping ends its streams.
@@ -283,7 +283,7 @@ func label(dt types.DataType) string {
 }
 
 // Publish implements protocol.CloudEventServiceServer.
-func (in *instance) Publish(ctx context.Context, req *protocol.PublishRequest) (resp *protocol.PublishResponse, err error) {
+func (in *instance) Publish(ctx context.Context, req *protocol.PublishRequest) (resp *emptypb.Empty, err error) {
 	s := in.s
 	began := time.Now()
 	// The labels stay empty until the call is authorized: what a caller
@@ -315,16 +315,13 @@ func (in *instance) Publish(ctx context.Context, req *protocol.PublishRequest) (
 		s.metrics.ceCall(labels)
 		s.metrics.ceReceived(labels)
 	}
-	if err := checkClusterName(route, pbe); err != nil {
-		return nil, err
-	}
 	if !dt.IsZero() && len(s.bindings) > 0 {
 		handled, err := s.publishToService(ctx, route, pbe, dt)
 		if err != nil || handled {
-			return &protocol.PublishResponse{}, err
+			return &emptypb.Empty{}, err
 		}
 	}
-	q := newQueued(route, pbe, dt)
+	q := newQueued(route.Cluster, pbe, dt)
 	var n int
 	if route.Role == options.RoleStatus {
 		if n, err = s.reg.routeStatus(ctx, route, q, s.queueWait); err != nil {
@@ -336,14 +333,14 @@ func (in *instance) Publish(ctx context.Context, req *protocol.PublishRequest) (
 	if log := s.log.V(4); log.Enabled() {
 		log.Info("routed", "id", pbe.GetId(), "type", pbe.GetType(), "route", route, "subscribers", n, "user", id.User)
 	}
-	return &protocol.PublishResponse{}, nil
+	return &emptypb.Empty{}, nil
 }
 
 // publishRoute checks what a caller publishes, before anything else looks
-// at it: an event with the attributes CloudEvents requires, and a route that
-// names every ID its role needs, given or derived from the event. It
-// returns the route and the event's data type (zero when its type names
-// none). Its errors are InvalidArgument status errors.
+// at it: an event with the attributes CloudEvents requires, and a route its
+// type and attributes give that names every ID its role needs. It returns
+// the route and the event's data type (zero when its type names none). Its
+// errors are InvalidArgument status errors.
 func publishRoute(req *protocol.PublishRequest) (options.Route, types.DataType, error) {
 	pbe := req.GetEvent()
 	if pbe == nil {
@@ -360,12 +357,9 @@ func publishRoute(req *protocol.PublishRequest) (options.Route, types.DataType, 
 	if len(missing) > 0 {
 		return options.Route{}, types.DataType{}, status.Errorf(codes.InvalidArgument, "event %q lacks required attributes %s", pbe.GetId(), strings.Join(missing, ", "))
 	}
-	route := protocol.RouteFromProto(req.GetRoute())
-	if route.Role == 0 {
-		var err error
-		if route, err = protocol.DeriveRoute(pbe); err != nil {
-			return options.Route{}, types.DataType{}, status.Errorf(codes.InvalidArgument, "event %s has no route and its own attributes give none: %v", pbe.GetId(), err)
-		}
+	route, err := protocol.DeriveRoute(pbe)
+	if err != nil {
+		return options.Route{}, types.DataType{}, status.Errorf(codes.InvalidArgument, "event %s: its type and attributes give no route: %v", pbe.GetId(), err)
 	}
 	if err := route.Validate(); err != nil {
 		return options.Route{}, types.DataType{}, status.Errorf(codes.InvalidArgument, "event %s: %v", pbe.GetId(), err)
@@ -373,30 +367,17 @@ func publishRoute(req *protocol.PublishRequest) (options.Route, types.DataType, 
 	return route, eventDataType(pbe.GetType()), nil
 }
 
-// checkClusterName refuses what an agent publishes (status, spec resync)
-// when it names its cluster twice — in the route authorization checked and
-// in the clustername extension receivers may read — and they differ.
-func checkClusterName(route options.Route, pbe *pb.CloudEvent) error {
-	if route.Role != options.RoleStatus && route.Role != options.RoleSpecResync {
-		return nil
-	}
-	if c, err := protocol.StringAttribute(pbe, types.ExtClusterName); err != nil || (c != "" && c != route.Cluster) {
-		return status.Errorf(codes.PermissionDenied, "event %s: clustername %q differs from the route's cluster %q", pbe.GetId(), c, route.Cluster)
-	}
-	return nil
-}
-
 // publishToService gives a Service what is addressed to it: status for this
 // server's source ID, and spec resyncs (which other sources hear too, so
 // handled is false for them). dt is the event's data type.
-func (s *Server) publishToService(ctx context.Context, route options.Route, pbe *pb.CloudEvent, dt types.DataType) (handled bool, err error) {
+func (s *Server) publishToService(ctx context.Context, route options.Route, pbe *protocol.CloudEvent, dt types.DataType) (handled bool, err error) {
 	b := s.serviceFor(dt)
 	if b == nil {
 		return false, nil
 	}
 	switch {
 	case route.Role == options.RoleStatus && route.Source == s.sourceID:
-		evt, err := format.FromProto(pbe)
+		evt, err := protocol.FromProto(pbe)
 		if err != nil {
 			return true, status.Errorf(codes.InvalidArgument, "event %s: %v", pbe.GetId(), err)
 		}
@@ -408,7 +389,7 @@ func (s *Server) publishToService(ctx context.Context, route options.Route, pbe 
 		}
 		return true, nil
 	case route.Role == options.RoleSpecResync:
-		evt, err := format.FromProto(pbe)
+		evt, err := protocol.FromProto(pbe)
 		if err != nil {
 			return true, status.Errorf(codes.InvalidArgument, "event %s: %v", pbe.GetId(), err)
 		}
@@ -423,7 +404,7 @@ func (s *Server) publishToService(ctx context.Context, route options.Route, pbe 
 }
 
 // Subscribe implements protocol.CloudEventServiceServer.
-func (in *instance) Subscribe(req *protocol.SubscriptionRequest, stream grpc.ServerStreamingServer[protocol.SubscriptionResponse]) error {
+func (in *instance) Subscribe(req *protocol.SubscriptionRequest, stream grpc.ServerStreamingServer[protocol.CloudEvent]) error {
 	s := in.s
 	ctx := stream.Context()
 	id, err := s.authenticate(ctx)
@@ -459,9 +440,9 @@ func (in *instance) Subscribe(req *protocol.SubscriptionRequest, stream grpc.Ser
 	defer s.reg.remove(sub)
 	log.V(2).Info("subscribed", "dataTypes", req.GetDataTypes())
 
-	// The first heartbeat tells the client the subscription is in place:
-	// what is published from now on reaches it.
-	if err := stream.Send(s.heartbeatMessage()); err != nil {
+	// The headers tell the client the subscription is in place: what is
+	// published from now on reaches it.
+	if err := stream.SendHeader(s.subscriptionHeader(sub)); err != nil {
 		return err
 	}
 	if len(bs) > 0 {
@@ -479,17 +460,14 @@ func (in *instance) Subscribe(req *protocol.SubscriptionRequest, stream grpc.Ser
 		}
 	}
 
-	// The stream is never silent for longer than the heartbeat interval: the
-	// timer fires an interval after the last send it knew of, and if an
-	// event went out since, it is set again for an interval after that one.
-	var timer *time.Timer
+	// A heartbeat every interval, whatever else goes out: OCM's agents
+	// count only heartbeats toward their health check.
 	var tick <-chan time.Time
 	if s.heartbeat > 0 {
-		timer = time.NewTimer(s.heartbeat)
-		defer timer.Stop()
-		tick = timer.C
+		ticker := time.NewTicker(s.heartbeat)
+		defer ticker.Stop()
+		tick = ticker.C
 	}
-	lastSend := time.Now()
 	// A grant can be taken back (a token revoked, a binding removed): every
 	// AuthCacheTTL the subscription is authorized again and ends once it is
 	// refused. A check that cannot decide (Unavailable) leaves it be.
@@ -516,21 +494,13 @@ func (in *instance) Subscribe(req *protocol.SubscriptionRequest, stream grpc.Ser
 			if err != nil {
 				return err
 			}
-			lastSend = time.Now()
 			if s.metrics != nil {
 				s.metrics.ceSent(ceLabels{cluster: q.cluster, dataType: q.dataType, method: "Subscribe"})
 			}
 		case <-tick:
-			now := time.Now()
-			if idle := now.Sub(lastSend); idle < s.heartbeat {
-				timer.Reset(s.heartbeat - idle)
-				continue
-			}
-			if err := stream.Send(s.heartbeatMessage()); err != nil {
+			if err := stream.Send(protocol.NewHeartbeat()); err != nil {
 				return err
 			}
-			lastSend = now
-			timer.Reset(s.heartbeat)
 		case <-sub.gone:
 			log.Info("subscriber fell behind; ending its stream", "why", sub.why)
 			return status.Errorf(codes.ResourceExhausted, "subscriber fell behind (%s): resubscribe and resync", sub.why)
@@ -568,17 +538,25 @@ func subscriptionDataTypes(req *protocol.SubscriptionRequest) []string {
 	return []string{""}
 }
 
-func (s *Server) heartbeatMessage() *protocol.SubscriptionResponse {
-	ms := int64(0)
+// subscriptionHeader is the response header of sub's stream: its ID (OCM's
+// agents refuse a stream without one), the heartbeat interval, and the data
+// types it carries, which tells workwire's clients that one stream carries
+// them all.
+func (s *Server) subscriptionHeader(sub *subscriber) metadata.MD {
+	md := metadata.Pairs(protocol.HeaderSubscriptionID, strconv.FormatUint(sub.id, 10))
 	if s.heartbeat > 0 {
-		ms = s.heartbeat.Milliseconds()
-		if ms == 0 {
-			ms = 1
-		}
+		md.Set(protocol.HeaderHeartbeatInterval, s.heartbeat.String())
 	}
-	return &protocol.SubscriptionResponse{Kind: &protocol.SubscriptionResponse_Heartbeat{
-		Heartbeat: &protocol.Heartbeat{IntervalMillis: ms},
-	}}
+	names := "*"
+	if len(sub.dataTypes) > 0 {
+		list := make([]string, len(sub.dataTypes))
+		for i, dt := range sub.dataTypes {
+			list[i] = dt.String()
+		}
+		names = strings.Join(list, ",")
+	}
+	md.Set(protocol.HeaderDataTypes, names)
+	return md
 }
 
 // runWork runs the subscriber's Service tasks until ctx ends.

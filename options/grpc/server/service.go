@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"time"
 
-	format "github.com/cloudevents/sdk-go/binding/format/protobuf/v2"
-	"github.com/cloudevents/sdk-go/binding/format/protobuf/v2/pb"
 	cloudevents "github.com/cloudevents/sdk-go/v2"
 	"github.com/google/uuid"
 
@@ -145,12 +143,12 @@ func (s *Server) sendFromService(ctx context.Context, b *binding, resourceID str
 	if err != nil {
 		return fmt.Errorf("%s %s: %w", b.dataType, resourceID, err)
 	}
-	pbe, err := format.ToProto(evt)
+	pbe, err := protocol.ToProto(evt)
 	if err != nil {
 		return fmt.Errorf("encode %s %s: %w", b.dataType, resourceID, err)
 	}
 	route := options.Route{Role: options.RoleSpec, Source: s.sourceID, Cluster: cluster}
-	n := s.reg.route(route, newQueued(route, pbe, b.dataType))
+	n := s.reg.route(route, newQueued(route.Cluster, pbe, b.dataType))
 	s.log.V(4).Info("sent a change from the service", "dataType", b.dataType, "resourceID", resourceID, "cluster", cluster, "subscribers", n)
 	return nil
 }
@@ -297,12 +295,12 @@ func (w *agentWork) answerSpecResync(ctx context.Context, b *binding, batch *clo
 // send queues evt for the agent, waiting for room; false when the
 // subscriber is gone.
 func (w *agentWork) send(ctx context.Context, route options.Route, b *binding, evt *cloudevents.Event) bool {
-	pbe, err := format.ToProto(evt)
+	pbe, err := protocol.ToProto(evt)
 	if err != nil {
 		w.s.log.Error(err, "encode event from the service; skipped", "id", evt.ID())
 		return true
 	}
-	return w.sub.offerWait(ctx, newQueued(route, pbe, b.dataType)) == nil
+	return w.sub.offerWait(ctx, newQueued(route.Cluster, pbe, b.dataType)) == nil
 }
 
 // orphanDelete is the delete_request for a resource the agent holds and the
@@ -354,8 +352,3 @@ func batchInfo(evt *cloudevents.Event) (id string, index, total int, err error) 
 	return id, int(i), int(n), nil
 }
 
-func eventMessage(route options.Route, pbe *pb.CloudEvent) *protocol.SubscriptionResponse {
-	return &protocol.SubscriptionResponse{Kind: &protocol.SubscriptionResponse_Event{
-		Event: &protocol.RoutedEvent{Event: pbe, Route: protocol.RouteToProto(route)},
-	}}
-}

@@ -5,8 +5,6 @@ import (
 	"testing"
 	"time"
 
-	format "github.com/cloudevents/sdk-go/binding/format/protobuf/v2"
-	"github.com/cloudevents/sdk-go/binding/format/protobuf/v2/pb"
 	cloudevents "github.com/cloudevents/sdk-go/v2"
 	grpclib "google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -123,7 +121,7 @@ func TestPublishWithoutARoute(t *testing.T) {
 	client := protocol.NewCloudEventServiceClient(conn)
 	evt := event("bare", "spec.create_request", map[string]string{types.ExtClusterName: "cluster1"})
 	evt.SetSource("hub")
-	pbe, err := format.ToProto(evt)
+	pbe, err := protocol.ToProto(evt)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -148,14 +146,14 @@ func TestPublishWithoutARoute(t *testing.T) {
 	}
 }
 
-func withType(e *pb.CloudEvent, typ string) *pb.CloudEvent {
-	c := proto.Clone(e).(*pb.CloudEvent)
+func withType(e *protocol.CloudEvent, typ string) *protocol.CloudEvent {
+	c := proto.Clone(e).(*protocol.CloudEvent)
 	c.Type = typ
 	return c
 }
 
-func withID(e *pb.CloudEvent, id string) *pb.CloudEvent {
-	c := proto.Clone(e).(*pb.CloudEvent)
+func withID(e *protocol.CloudEvent, id string) *protocol.CloudEvent {
+	c := proto.Clone(e).(*protocol.CloudEvent)
 	c.Id = id
 	return c
 }
