@@ -143,16 +143,20 @@ func TestFromProtoReadsBothSpellings(t *testing.T) {
 		mutate func(*protocol.CloudEvent)
 		want   string
 	}{
-		"no specversion":   {func(e *protocol.CloudEvent) { e.SpecVersion = "" }, "no specversion"},
-		"old specversion":  {func(e *protocol.CloudEvent) { e.SpecVersion = "0.3" }, "specversion"},
-		"no id":            {func(e *protocol.CloudEvent) { e.Id = "" }, "id"},
-		"upper-case name":  {func(e *protocol.CloudEvent) { e.Attributes["ce-ClusterName"] = str("x") }, "lower-case"},
-		"invalid name":     {func(e *protocol.CloudEvent) { e.Attributes["ce-cluster_name"] = str("x") }, "cluster_name"},
-		"id attribute":     {func(e *protocol.CloudEvent) { e.Attributes["ce-id"] = str("2") }, "own field"},
-		"integer type":     {func(e *protocol.CloudEvent) { e.Attributes["contenttype"] = &protocol.CloudEventAttributeValue{Attr: &protocol.CloudEventAttributeValue_CeInteger{CeInteger: 1}} }, "want a string"},
-		"relative schema":  {func(e *protocol.CloudEvent) { e.Attributes["ce-dataschema"] = str("/rel") }, "not absolute"},
-		"protobuf data":    {func(e *protocol.CloudEvent) { e.Data = &protocol.CloudEvent_ProtoData{ProtoData: &anypb.Any{}} }, "protobuf data"},
-		"invalid time":     {func(e *protocol.CloudEvent) { e.Attributes["ce-time"] = &protocol.CloudEventAttributeValue{Attr: &protocol.CloudEventAttributeValue_CeTimestamp{CeTimestamp: &timestamppb.Timestamp{Nanos: -1}}} }, "ce-time"},
+		"no specversion":  {func(e *protocol.CloudEvent) { e.SpecVersion = "" }, "no specversion"},
+		"old specversion": {func(e *protocol.CloudEvent) { e.SpecVersion = "0.3" }, "specversion"},
+		"no id":           {func(e *protocol.CloudEvent) { e.Id = "" }, "id"},
+		"upper-case name": {func(e *protocol.CloudEvent) { e.Attributes["ce-ClusterName"] = str("x") }, "lower-case"},
+		"invalid name":    {func(e *protocol.CloudEvent) { e.Attributes["ce-cluster_name"] = str("x") }, "cluster_name"},
+		"id attribute":    {func(e *protocol.CloudEvent) { e.Attributes["ce-id"] = str("2") }, "own field"},
+		"integer type": {func(e *protocol.CloudEvent) {
+			e.Attributes["contenttype"] = &protocol.CloudEventAttributeValue{Attr: &protocol.CloudEventAttributeValue_CeInteger{CeInteger: 1}}
+		}, "want a string"},
+		"relative schema": {func(e *protocol.CloudEvent) { e.Attributes["ce-dataschema"] = str("/rel") }, "not absolute"},
+		"protobuf data":   {func(e *protocol.CloudEvent) { e.Data = &protocol.CloudEvent_ProtoData{ProtoData: &anypb.Any{}} }, "protobuf data"},
+		"invalid time": {func(e *protocol.CloudEvent) {
+			e.Attributes["ce-time"] = &protocol.CloudEventAttributeValue{Attr: &protocol.CloudEventAttributeValue_CeTimestamp{CeTimestamp: &timestamppb.Timestamp{Nanos: -1}}}
+		}, "ce-time"},
 	} {
 		pbe := proto.Clone(ocm).(*protocol.CloudEvent)
 		tc.mutate(pbe)

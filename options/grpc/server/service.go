@@ -351,4 +351,3 @@ func batchInfo(evt *cloudevents.Event) (id string, index, total int, err error) 
 	}
 	return id, int(i), int(n), nil
 }
-
