@@ -82,6 +82,7 @@ type ClientHolderBuilder struct {
 	informerOpts []workinformers.SharedInformerOption
 	sourceOpts   []generic.SourceOption
 	agentOpts    []generic.AgentOption
+	statusResend time.Duration
 	logger       logr.Logger
 	onError      generic.ErrorHandler
 }
@@ -162,6 +163,23 @@ func (b *ClientHolderBuilder) WithSourceOptions(opts ...generic.SourceOption) *C
 // WithAgentOptions adds options of the agent's generic.AgentClient.
 func (b *ClientHolderBuilder) WithAgentOptions(opts ...generic.AgentOption) *ClientHolderBuilder {
 	b.agentOpts = append(b.agentOpts, opts...)
+	return b
+}
+
+// WithStatusResend makes an agent holder send a work's status once more, d
+// after the first status it sends for each new generation of the work (not
+// the first generation it holds), as the work then stands, and d after its
+// Deleted status. Hubs built on OCM's
+// sdk-go (open-cluster-management.io/sdk-go v1.3.0) need it: their source
+// drops, and never asks again for, a status that arrives before their own
+// store has the generation they just published, and keeps a work whose
+// Deleted status arrives before their store has its deletion; an agent
+// that answers within a few milliseconds hits both (measured on loopback:
+// 24 of 500 updates, 7 of 500 deletes; OCM's own agent hits them too). A
+// second is ample. It costs one status event per spec change. Default: 0,
+// off; it has no effect on a hub holder.
+func (b *ClientHolderBuilder) WithStatusResend(d time.Duration) *ClientHolderBuilder {
+	b.statusResend = d
 	return b
 }
 
@@ -305,6 +323,9 @@ func (b *ClientHolderBuilder) buildEvents(h *ClientHolder) error {
 		return err
 	}
 	ab.pub = newPublisher(func(ctx context.Context, w *workv1.ManifestWork) error { return ab.publish(ctx, client, w) }, ab.log, onError)
+	if b.statusResend > 0 {
+		ab.pub.withResend(b.statusResend, st.PeekUID)
+	}
 	h.clientset = &clientset{b: ab, unsupported: unsupported}
 	h.startEvents, h.closeEvents = lifecycle(ab.pub, client.Start, client.Close, st)
 	return nil

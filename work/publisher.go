@@ -44,6 +44,17 @@ type publisher struct {
 	onError generic.ErrorHandler
 	q       *queue.Queue[kubetypes.UID, *pubTask]
 
+	// resend, when set (an agent's WithStatusResend), sends a work again
+	// this long after the first send of each of its later generations (not
+	// the first this publisher sees), as latest has it then, and after its
+	// last send, once latest no longer has it (an agent's Deleted status);
+	// resent holds the generation last sent or scheduled per work, or
+	// resentLast.
+	resend time.Duration
+	latest func(kubetypes.UID) (*workv1.ManifestWork, bool)
+	mu     sync.Mutex
+	resent map[kubetypes.UID]int64
+
 	ctx    context.Context
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
@@ -52,7 +63,11 @@ type publisher struct {
 type pubTask struct {
 	w       *workv1.ManifestWork // an immutable snapshot
 	attempt int
+	resend  bool // send the work as latest has it, or w if latest no longer has it
 }
+
+// resentLast marks a work whose last send is scheduled again.
+const resentLast = -1
 
 func newPublisher(send func(context.Context, *workv1.ManifestWork) error, log logr.Logger, onError generic.ErrorHandler) *publisher {
 	ctx, cancel := context.WithCancel(context.Background())
@@ -66,7 +81,15 @@ func newPublisher(send func(context.Context, *workv1.ManifestWork) error, log lo
 	}
 }
 
-// newerTask keeps the snapshot with the higher resourceVersion.
+// withResend makes p send a work again d after the first send of each of
+// its generations but the first it sends, as latest then has it, and d
+// after its last send, when latest no longer has it.
+func (p *publisher) withResend(d time.Duration, latest func(kubetypes.UID) (*workv1.ManifestWork, bool)) {
+	p.resend, p.latest, p.resent = d, latest, make(map[kubetypes.UID]int64)
+}
+
+// newerTask keeps the snapshot with the higher resourceVersion (a resend
+// carries the one it followed; it sends the latest).
 func newerTask(old, new *pubTask) (keep, discard *pubTask) {
 	if rv(new.w) >= rv(old.w) {
 		return new, old
@@ -112,9 +135,16 @@ func (p *publisher) run() {
 		if !ok {
 			return
 		}
+		if t.resend {
+			if w, ok := p.latest(uid); ok {
+				t = &pubTask{w: w, resend: true}
+			}
+		}
 		err := p.send(p.ctx, t.w)
 		switch {
-		case err == nil, p.ctx.Err() != nil:
+		case err == nil:
+			p.scheduleResend(uid, t)
+		case p.ctx.Err() != nil:
 		case permanent(err):
 			// Not retried, so it holds up nothing; only a new version of
 			// the work can go out.
@@ -131,4 +161,36 @@ func (p *publisher) run() {
 		}
 		p.q.Done(uid)
 	}
+}
+
+// scheduleResend queues t's work to be sent again after p.resend, if t was
+// the first send of a generation after the first one p sent, or the work's
+// last send.
+func (p *publisher) scheduleResend(uid kubetypes.UID, t *pubTask) {
+	if p.resend <= 0 {
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	_, held := p.latest(uid)
+	last, known := p.resent[uid]
+	switch {
+	case !held && (t.resend || last == resentLast):
+		delete(p.resent, uid) // the last send, sent again: done
+		return
+	case !held:
+		p.resent[uid] = resentLast
+	case !known:
+		// The first generation this publisher sends (a new work, or every
+		// work after a restart): the source stored it long ago or is
+		// storing it now, and OCM's retries a status of a work it does not
+		// hold yet.
+		p.resent[uid] = t.w.Generation
+		return
+	case last >= t.w.Generation:
+		return
+	default:
+		p.resent[uid] = t.w.Generation
+	}
+	p.q.AddAfter(uid, lane(t.w), &pubTask{w: t.w, resend: true}, p.resend, nil)
 }

@@ -8,9 +8,11 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	cloudevents "github.com/cloudevents/sdk-go/v2"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	kubetypes "k8s.io/apimachinery/pkg/types"
 	workv1 "open-cluster-management.io/api/work/v1"
@@ -185,5 +187,97 @@ func TestOversizeWorkIsRefusedAtTheCall(t *testing.T) {
 	// Near the limit is fine.
 	if _, err := works.Create(ctx, bigWork("near", 60<<10), metav1.CreateOptions{}); err != nil {
 		t.Errorf("Create under the limit: %v", err)
+	}
+}
+
+// statusCounter is a transport that counts the status events it sends.
+type statusCounter struct {
+	options.Transport
+	n atomic.Int64
+}
+
+func (s *statusCounter) Send(ctx context.Context, r options.Route, evt *cloudevents.Event) error {
+	if r.Role == options.RoleStatus {
+		s.n.Add(1)
+	}
+	return s.Transport.Send(ctx, r, evt)
+}
+
+// WithStatusResend sends a work's status once more after the first status
+// of each generation but the first, as the work then stands, and after its
+// Deleted status; for no other status.
+func TestStatusResendFollowsEachNewGeneration(t *testing.T) {
+	t.Parallel()
+	b := memory.NewBroker()
+	hub := startHolder(t, hubBuilder(memoryTransport(b), "hub"))
+	counter := &statusCounter{Transport: b.Transport()}
+	agent := startHolder(t, agentBuilder(work.TransportFunc(func() (options.Transport, error) { return counter, nil }), "cluster1").
+		WithStatusResend(20*time.Millisecond))
+	hubWorks := hub.WorkInterface().WorkV1().ManifestWorks("cluster1")
+	agentWorks := agent.WorkInterface().WorkV1().ManifestWorks("cluster1")
+	ctx := context.Background()
+	if _, err := hubWorks.Create(ctx, newWork("w", "v1", nil), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	var w *workv1.ManifestWork
+	eventually(t, "the work at the agent", func() bool {
+		var err error
+		w, err = agentWorks.Get(ctx, "w", metav1.GetOptions{})
+		return err == nil
+	})
+	setStatus := func(w *workv1.ManifestWork, reason string) *workv1.ManifestWork {
+		t.Helper()
+		w = w.DeepCopy()
+		meta.SetStatusCondition(&w.Status.Conditions, metav1.Condition{Type: workv1.WorkApplied, Status: metav1.ConditionTrue, Reason: reason, ObservedGeneration: w.Generation})
+		out, err := agentWorks.UpdateStatus(ctx, w, metav1.UpdateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	hubHas := func(reason string) func() bool {
+		return func() bool {
+			w, err := hubWorks.Get(ctx, "w", metav1.GetOptions{})
+			c := meta.FindStatusCondition(w.Status.Conditions, workv1.WorkApplied)
+			return err == nil && c != nil && c.Reason == reason
+		}
+	}
+	// The first generation the agent holds: no resend.
+	w = setStatus(w, "First")
+	eventually(t, "the first status at the hub", hubHas("First"))
+	w = setStatus(w, "Second")
+	eventually(t, "the second status at the hub", hubHas("Second"))
+
+	cur, err := hubWorks.Get(ctx, "w", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cur.Spec.Workload.Manifests = []workv1.Manifest{configMap("w", "v2")}
+	if _, err := hubWorks.Update(ctx, cur, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "generation 2 at the agent", func() bool {
+		w, err = agentWorks.Get(ctx, "w", metav1.GetOptions{})
+		return err == nil && w.Generation == 2
+	})
+	setStatus(w, "Third")
+	// The third status and its resend, which comes after everything before.
+	eventually(t, "four status events", func() bool { return counter.n.Load() >= 4 })
+	if n := counter.n.Load(); n != 4 {
+		t.Errorf("%d status events, want 4: one for each of the first generation, two for the next", n)
+	}
+	eventually(t, "the hub holds the last status", hubHas("Third"))
+
+	// The Deleted status, the work's last, goes twice too; the hub, which
+	// forgot the work at the first, ignores the second.
+	if err := hubWorks.Delete(ctx, "w", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the Deleted status and its resend", func() bool { return counter.n.Load() >= 6 })
+	if n := counter.n.Load(); n != 6 {
+		t.Errorf("%d status events, want 6", n)
+	}
+	if _, err := hubWorks.Get(ctx, "w", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("the hub still holds the deleted work: %v", err)
 	}
 }
