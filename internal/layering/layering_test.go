@@ -56,3 +56,17 @@ func TestImportsPointDown(t *testing.T) {
 		})
 	}
 }
+
+// The main module never depends on OCM's sdk-go: only the nested test
+// module internal/interop runs its peers.
+func TestTheModuleDoesNotDependOnOCMsSDK(t *testing.T) {
+	out, err := exec.Command("go", "list", "-deps", "-test", "-f", "{{.ImportPath}}", module+"/...").CombinedOutput()
+	if err != nil {
+		t.Fatalf("go list: %v\n%s", err, out)
+	}
+	for _, dep := range strings.Fields(string(out)) {
+		if strings.HasPrefix(dep, "open-cluster-management.io/sdk-go") {
+			t.Errorf("the module depends on %s", dep)
+		}
+	}
+}
