@@ -223,8 +223,9 @@ func grpcConfig(t *testing.T, path string) *grpc.Config {
 }
 
 // An OCM hub drives a workwire agent over MQTT, both on the one config
-// file an OCM deployment has. The OCM hub drops no status (it logs each
-// one it drops) and the agent drops no event.
+// file an OCM deployment has. The OCM hub drops no status for its sequence
+// ID (it logs each status it drops; see checkOCMHubDrops) and the agent
+// drops no event.
 func TestOCMHubWorkwireAgentOverMQTT(t *testing.T) {
 	for name, broker := range mqttBrokers(t) {
 		t.Run(name, func(t *testing.T) {

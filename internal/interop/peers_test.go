@@ -105,7 +105,14 @@ func startWWHub(t *testing.T, build func() *work.ClientHolderBuilder) *wwHub {
 }
 
 func (h *wwHub) start(t *testing.T) {
-	holder, err := h.build().NewClientHolder()
+	holder := startHolder(t, h.build())
+	h.holder = holder
+	t.Cleanup(func() { closeHolder(t, holder) })
+}
+
+// startHolder builds and starts a holder; the caller closes it.
+func startHolder(t *testing.T, b *work.ClientHolderBuilder) *work.ClientHolder {
+	holder, err := b.NewClientHolder()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -114,8 +121,7 @@ func (h *wwHub) start(t *testing.T) {
 	if err := holder.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
-	h.holder = holder
-	t.Cleanup(func() { closeHolder(t, holder) })
+	return holder
 }
 
 func closeHolder(t *testing.T, h *work.ClientHolder) {
@@ -431,15 +437,7 @@ type wwAgent struct {
 
 func startWWAgent(t *testing.T, build *work.ClientHolderBuilder, cluster string) *wwAgent {
 	drops := &dropCounter{reasons: map[generic.DropReason]int{}}
-	holder, err := build.WithAgentOptions(generic.WithObserver(drops)).NewClientHolder()
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	if err := holder.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
+	holder := startHolder(t, build.WithAgentOptions(generic.WithObserver(drops)))
 	a, err := runApplier(holder.WorkInterface().WorkV1().ManifestWorks(cluster), holder.ManifestWorkInformer().Informer(), cluster)
 	if err != nil {
 		t.Fatal(err)

@@ -9,6 +9,7 @@ package ocmfile
 import (
 	"errors"
 	"fmt"
+	"os"
 
 	"github.com/workwire/sdk-go/options"
 )
@@ -62,4 +63,18 @@ func Set[T comparable](errs *[]error, dst *T, ourKey string, ocm T, ocmKey strin
 // Both is the error for one setting given under two keys.
 func Both(ourKey, ocmKey string) error {
 	return fmt.Errorf("%s and %s are one setting, in workwire's spelling and OCM's: keep one", ourKey, ocmKey)
+}
+
+// Load reads the config file at path and parses its bytes with parse.
+func Load[C any](path string, parse func([]byte) (C, error)) (C, error) {
+	var zero C
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return zero, fmt.Errorf("load config: %w", err)
+	}
+	c, err := parse(data)
+	if err != nil {
+		return zero, fmt.Errorf("load config %s: %w", path, err)
+	}
+	return c, nil
 }

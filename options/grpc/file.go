@@ -3,7 +3,6 @@ package grpc
 import (
 	"errors"
 	"fmt"
-	"os"
 
 	"github.com/workwire/sdk-go/internal/ocmfile"
 	"github.com/workwire/sdk-go/options"
@@ -28,15 +27,7 @@ import (
 // gives one setting in both spellings is an error naming both keys, as are
 // embedded certificates (caData and the like).
 func LoadConfig(path string) (Config, error) {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return Config{}, fmt.Errorf("load config: %w", err)
-	}
-	c, err := parseConfig(data)
-	if err != nil {
-		return Config{}, fmt.Errorf("load config %s: %w", path, err)
-	}
-	return c, nil
+	return ocmfile.Load(path, parseConfig)
 }
 
 // file is what a config file holds: a Config in workwire's keys, and OCM's.
