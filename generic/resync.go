@@ -13,9 +13,10 @@ import (
 )
 
 // A resync request goes out as one event, or, on a transport whose size
-// limit it would exceed, as batches that share a resyncid. The receiver answers each batch as it comes (what it names and
-// is older or different) and, once it has every batch, also sends what no
-// batch named. A lost batch only delays the latter to the next resync.
+// limit it would exceed, as batches that share a resyncid. The receiver
+// answers each batch as it comes (what it names and is older or different)
+// and, once it has every batch, also sends what no batch named. A lost
+// batch only delays the latter to the next resync.
 
 type sessionKey struct {
 	peer string
