@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -17,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	kubetypes "k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/uuid"
+	"k8s.io/apimachinery/pkg/watch"
 	clienttesting "k8s.io/client-go/testing"
 	"open-cluster-management.io/api/client/work/clientset/versioned/fake"
 	workinformers "open-cluster-management.io/api/client/work/informers/externalversions"
@@ -102,8 +104,18 @@ func newHub() *fake.Clientset {
 
 // startService starts a Service over hub and its informer, and stops both
 // when the test ends.
+// startService starts a Service over hub and returns once its informer
+// watches: the fake clientset has no resourceVersions, so a work created
+// between the informer's list and its watch would never reach it.
 func startService(t *testing.T, hub *fake.Clientset, opts ...kubeservice.Option) *kubeservice.Service {
 	t.Helper()
+	watching := make(chan struct{})
+	var once sync.Once
+	hub.PrependWatchReactor("manifestworks", func(a clienttesting.Action) (bool, watch.Interface, error) {
+		w, err := hub.Tracker().Watch(a.GetResource(), a.GetNamespace())
+		once.Do(func() { close(watching) })
+		return true, w, err
+	})
 	factory := workinformers.NewSharedInformerFactory(hub, 0)
 	svc, err := kubeservice.New(hub, factory.Work().V1().ManifestWorks(), server.DefaultSourceID,
 		append([]kubeservice.Option{kubeservice.WithLogger(logr.Discard())}, opts...)...)
@@ -119,6 +131,11 @@ func startService(t *testing.T, hub *fake.Clientset, opts ...kubeservice.Option)
 		<-done
 		factory.Shutdown()
 	})
+	select {
+	case <-watching:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the Service's informer never watched")
+	}
 	return svc
 }
 
