@@ -9,6 +9,8 @@
 //
 // It exits 0 only when every work was delivered, every status came back,
 // every update was confirmed and every delete was acknowledged by its agent.
+// Its source and cluster IDs are its own (a random suffix), so runs can
+// share a broker (-broker); Ctrl-C stops it cleanly.
 package main
 
 import (
@@ -20,9 +22,11 @@ import (
 	"io"
 	"net"
 	"os"
+	"os/signal"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -46,8 +50,6 @@ import (
 	"github.com/workwire/sdk-go/options/mqtt/mqtttest"
 )
 
-const hubID = "quickstart-hub"
-
 func main() {
 	cfg := config{}
 	flag.IntVar(&cfg.clusters, "clusters", 5, "how many clusters (agents)")
@@ -56,7 +58,9 @@ func main() {
 	flag.StringVar(&cfg.broker, "broker", "", "broker address, host:port (Kafka: comma-separated) (default: start an embedded one)")
 	flag.DurationVar(&cfg.timeout, "timeout", time.Minute, "give up after this long")
 	flag.Parse()
-	if err := run(context.Background(), cfg, os.Stdout); err != nil {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, cfg, os.Stdout); err != nil {
 		fmt.Fprintln(os.Stderr, "quickstart:", err)
 		os.Exit(1)
 	}
@@ -84,11 +88,19 @@ func run(ctx context.Context, cfg config, out io.Writer) error {
 		return err
 	}
 	defer stop()
+	// IDs of this run's own, so that runs sharing a broker do not mix.
+	suffix := uuid.NewString()[:8]
+	hubID := "quickstart-hub-" + suffix
+	clusterName := func(i int) string { return fmt.Sprintf("cluster-%s-%d", suffix, i%cfg.clusters+1) }
 
 	// The hub: a source whose store is the truth. Statuses from agents land
 	// in it; a status with the Deleted condition completes a deletion.
 	hubStore := newStore(func(*workv1.ManifestWork) string { return hubID })
-	hub, err := generic.NewSourceClient(hubID, must(newTransport()), hubStore, codec.StatusHash,
+	tr, err := newTransport()
+	if err != nil {
+		return err
+	}
+	hub, err := generic.NewSourceClient(hubID, tr, hubStore, codec.StatusHash,
 		[]generic.Codec[*workv1.ManifestWork]{codec.NewManifestBundleCodec()}, generic.WithLogger(logr.Discard()))
 	if err != nil {
 		return err
@@ -113,19 +125,24 @@ func run(ctx context.Context, cfg config, out io.Writer) error {
 	defer hub.Close(context.Background())
 
 	// The agents: each applies what it gets and reports back.
-	for i := 1; i <= cfg.clusters; i++ {
-		agent, err := startAgent(ctx, must(newTransport()), fmt.Sprintf("cluster-%d", i))
+	for i := range cfg.clusters {
+		tr, err := newTransport()
+		if err != nil {
+			return err
+		}
+		agent, err := startAgent(ctx, tr, clusterName(i))
 		if err != nil {
 			return err
 		}
 		defer agent.Close(context.Background())
 	}
-	fmt.Fprintf(out, "hub and %d agents connected in %v\n", cfg.clusters, time.Since(began).Round(time.Millisecond))
+	fmt.Fprintf(out, "hub %s and %d agents (%s to %s) connected in %v\n", hubID, cfg.clusters,
+		clusterName(0), clusterName(cfg.clusters-1), time.Since(began).Round(time.Millisecond))
 
 	// 1. Create.
 	phase := time.Now()
 	for i := range cfg.works {
-		w := newWork(fmt.Sprintf("cluster-%d", i%cfg.clusters+1), fmt.Sprintf("web-%d", i), 1)
+		w := newWork(clusterName(i), fmt.Sprintf("web-%d", i), 1)
 		hubStore.put(w)
 		if err := hub.Publish(ctx, with(bundles, types.CreateRequest), w); err != nil {
 			return err
@@ -207,7 +224,7 @@ func wait(ctx context.Context, out io.Writer, what string, began time.Time, prog
 		select {
 		case <-ctx.Done():
 			fmt.Fprintln(out)
-			return fmt.Errorf("%s: %d of %d after %v", what, done, want, time.Since(began).Round(time.Millisecond))
+			return fmt.Errorf("%s: %d of %d after %v: %w", what, done, want, time.Since(began).Round(time.Millisecond), ctx.Err())
 		case <-tick.C:
 		}
 	}
@@ -220,14 +237,6 @@ func isTerminal(w io.Writer) bool {
 	}
 	st, err := f.Stat()
 	return err == nil && st.Mode()&os.ModeCharDevice != 0
-}
-
-// must unwraps a transport built from a config made here: an error is a bug.
-func must(tr options.Transport, err error) options.Transport {
-	if err != nil {
-		panic(err)
-	}
-	return tr
 }
 
 // connect starts the embedded broker of cfg.transport, unless cfg.broker
@@ -245,9 +254,9 @@ func connect(cfg config, out io.Writer) (newTransport func() (options.Transport,
 			addr, stop = b.Addr(), func() { _ = b.Close() }
 			fmt.Fprintf(out, "embedded MQTT broker on %s\n", addr)
 		}
-		return func() (options.Transport, error) {
+		return checked(func() (options.Transport, error) {
 			return mqtt.New(mqtt.Config{BrokerHost: addr}, mqtt.WithLogger(logr.Discard()))
-		}, stop, nil
+		}, stop)
 	case "kafka":
 		addrs := strings.Split(cfg.broker, ",")
 		if cfg.broker == "" {
@@ -258,9 +267,9 @@ func connect(cfg config, out io.Writer) (newTransport func() (options.Transport,
 			addrs, stop = b.Addrs(), func() { _ = b.Close() }
 			fmt.Fprintf(out, "embedded Kafka cluster (kfake) on %s\n", strings.Join(addrs, ","))
 		}
-		return func() (options.Transport, error) {
+		return checked(func() (options.Transport, error) {
 			return kafka.New(kafka.Config{Brokers: addrs}, kafka.WithLogger(logr.Discard()))
-		}, stop, nil
+		}, stop)
 	case "grpc":
 		addr := cfg.broker
 		if addr == "" {
@@ -278,12 +287,27 @@ func connect(cfg config, out io.Writer) (newTransport func() (options.Transport,
 			addr, stop = lis.Addr().String(), func() { cancel(); <-done }
 			fmt.Fprintf(out, "embedded gRPC broker on %s\n", addr)
 		}
-		return func() (options.Transport, error) {
+		return checked(func() (options.Transport, error) {
 			return grpc.New(grpc.Config{ServerAddress: addr}, grpc.WithLogger(logr.Discard()))
-		}, stop, nil
+		}, stop)
 	default:
 		return nil, nil, fmt.Errorf("unknown -transport %q (want mqtt, kafka or grpc)", cfg.transport)
 	}
+}
+
+// checked returns newTransport and stop once newTransport has made a
+// transport, so a bad -broker is an error before anything starts.
+func checked(newTransport func() (options.Transport, error), stop func()) (func() (options.Transport, error), func(), error) {
+	tr, err := newTransport()
+	if err != nil {
+		stop()
+		return nil, nil, fmt.Errorf("-broker: %w", err)
+	}
+	if err := tr.Close(context.Background()); err != nil {
+		stop()
+		return nil, nil, err
+	}
+	return newTransport, stop, nil
 }
 
 // startAgent runs one cluster's agent. Its store holds what it applied; the

@@ -1,17 +1,31 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"context"
+	"errors"
+	"io"
+	"os"
+	"os/exec"
 	"strings"
 	"testing"
 	"time"
 
 	"go.uber.org/goleak"
+
+	"github.com/workwire/sdk-go/options/mqtt/mqtttest"
 )
 
 // sarama (Kafka) starts go-metrics' process-wide meter goroutine.
+// With QUICKSTART_ARGS set, the test binary is the quickstart, run with
+// those arguments (see TestInterruptStopsTheQuickstart).
 func TestMain(m *testing.M) {
+	if args, ok := os.LookupEnv("QUICKSTART_ARGS"); ok {
+		os.Args = append([]string{"quickstart"}, strings.Fields(args)...)
+		main()
+		os.Exit(0)
+	}
 	goleak.VerifyTestMain(m, goleak.IgnoreTopFunction("github.com/rcrowley/go-metrics.(*meterArbiter).tick"))
 }
 
@@ -42,5 +56,101 @@ func TestQuickstartRejectsBadFlags(t *testing.T) {
 	}
 	if err := run(context.Background(), config{transport: "pigeon", clusters: 1, works: 1, timeout: time.Second}, &bytes.Buffer{}); err == nil {
 		t.Fatal("accepted an unknown transport")
+	}
+}
+
+// A -broker that is no address is an error, not a panic.
+func TestQuickstartRejectsABadBroker(t *testing.T) {
+	for _, transport := range []string{"mqtt", "grpc"} {
+		err := run(context.Background(), config{transport: transport, broker: "127.0.0.1", clusters: 1, works: 1, timeout: time.Second}, &bytes.Buffer{})
+		if err == nil || !strings.Contains(err.Error(), "-broker") {
+			t.Errorf("%s: %v, want an error about -broker", transport, err)
+		}
+	}
+}
+
+// Two quickstarts on one broker each see only their own works: their
+// source and cluster IDs are their own.
+func TestQuickstartsShareABroker(t *testing.T) {
+	b := mqtttest.NewBroker(t)
+	errs := make(chan error, 2)
+	outs := [2]bytes.Buffer{}
+	for i := range 2 {
+		go func() {
+			errs <- run(context.Background(), config{transport: "mqtt", broker: b.Addr(), clusters: 2, works: 100, timeout: 30 * time.Second}, &outs[i])
+		}()
+	}
+	for range 2 {
+		if err := <-errs; err != nil {
+			t.Errorf("%v\n%s\n%s", err, outs[0].String(), outs[1].String())
+		}
+	}
+	hubOf := func(out string) string {
+		f := strings.Fields(out[strings.Index(out, "hub "):])
+		return f[1]
+	}
+	if a, b := hubOf(outs[0].String()), hubOf(outs[1].String()); a == b {
+		t.Errorf("both runs were hub %s", a)
+	}
+}
+
+// An interrupted quickstart (Ctrl-C cancels its context) returns, closing
+// what it started: TestMain checks no goroutine outlives it.
+func TestQuickstartStopsWhenInterrupted(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	out := &cancelOn{w: &bytes.Buffer{}, marker: "connected", cancel: cancel}
+	err := run(ctx, config{transport: "mqtt", clusters: 2, works: 100000, timeout: time.Minute}, out)
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("run after the interrupt: %v, want context.Canceled", err)
+	}
+}
+
+// cancelOn cancels once what is written contains marker.
+type cancelOn struct {
+	w      *bytes.Buffer
+	marker string
+	cancel context.CancelFunc
+}
+
+func (c *cancelOn) Write(p []byte) (int, error) {
+	n, err := c.w.Write(p)
+	if strings.Contains(c.w.String(), c.marker) {
+		c.cancel()
+	}
+	return n, err
+}
+
+// Ctrl-C stops the quickstart: it closes its clients and broker and exits 1
+// saying it was interrupted, rather than running on or dying mid-write.
+func TestInterruptStopsTheQuickstart(t *testing.T) {
+	cmd := exec.Command(os.Args[0])
+	cmd.Env = append(os.Environ(), "QUICKSTART_ARGS=-works 1000000 -timeout 2m")
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	lines := bufio.NewScanner(stdout)
+	for lines.Scan() && !strings.Contains(lines.Text(), "connected") {
+	}
+	if err := cmd.Process.Signal(os.Interrupt); err != nil {
+		t.Fatal(err)
+	}
+	go func() { _, _ = io.Copy(io.Discard, stdout) }()
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err := <-done:
+		var exit *exec.ExitError
+		if !errors.As(err, &exit) || exit.ExitCode() != 1 || !strings.Contains(stderr.String(), "context canceled") {
+			t.Errorf("after Ctrl-C: %v, stderr %q; want exit status 1 saying the context was canceled", err, stderr.String())
+		}
+	case <-time.After(time.Minute):
+		_ = cmd.Process.Kill()
+		t.Fatal("the quickstart did not stop after Ctrl-C")
 	}
 }
