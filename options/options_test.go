@@ -2,6 +2,7 @@ package options
 
 import (
 	"crypto/tls"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -223,5 +224,23 @@ func TestDurationRange(t *testing.T) {
 		if err := d.UnmarshalJSON([]byte(in)); err != nil || time.Duration(d) != want {
 			t.Errorf("duration %s: %v, %v; want %v", in, time.Duration(d), err, want)
 		}
+	}
+}
+
+// A route that lacks an ID, or names one no topic can carry, is invalid for
+// good: ErrInvalidRoute, which callers do not retry.
+func TestRouteValidateNamesItsIDs(t *testing.T) {
+	for _, r := range []Route{
+		{Role: RoleSpec, Source: "hub"},
+		{Role: RoleSpec, Source: "hub", Cluster: "bad/name"},
+		{Role: RoleStatus, Source: "a+b", Cluster: "c"},
+		{Role: RoleSpecResync, Cluster: "#"},
+	} {
+		if err := r.Validate(); !errors.Is(err, ErrInvalidRoute) {
+			t.Errorf("%+v: %v, want ErrInvalidRoute", r, err)
+		}
+	}
+	if err := (Route{Role: RoleStatusResync, Source: "hub"}).Validate(); err != nil {
+		t.Errorf("a valid route: %v", err)
 	}
 }

@@ -25,6 +25,10 @@ var (
 	// CloudEvent (nil, or a required attribute missing or malformed), which
 	// its receivers would only drop. It is not sent.
 	ErrInvalidEvent = errors.New("invalid CloudEvent")
+	// ErrInvalidRoute is returned by Send for a route that lacks an ID its
+	// role needs or names one no topic can carry ('/', '+', '#'): sending
+	// it again cannot succeed. It is not sent.
+	ErrInvalidRoute = errors.New("invalid route")
 )
 
 // CheckEvent returns an error wrapping ErrInvalidEvent if evt is nil or not
@@ -102,8 +106,15 @@ func (r Route) Validate() error {
 	default:
 		errs = append(errs, fmt.Errorf("unknown role %d", int(r.Role)))
 	}
+	for _, id := range []struct{ kind, id string }{{"source", r.Source}, {"cluster", r.Cluster}} {
+		if id.id != "" {
+			if err := ValidateID(id.kind, id.id); err != nil {
+				errs = append(errs, err)
+			}
+		}
+	}
 	if len(errs) > 0 {
-		return fmt.Errorf("route %s: %w", r.Role, errors.Join(errs...))
+		return fmt.Errorf("%w %s: %w", ErrInvalidRoute, r.Role, errors.Join(errs...))
 	}
 	return nil
 }
@@ -197,8 +208,9 @@ type Transport interface {
 	// transport whose broker routes by them (gRPC) refuses one that does
 	// not with ErrInvalidEvent. It blocks until the broker has accepted the
 	// event (as far as the transport can tell) or ctx ends.
-	// It returns an error wrapping ErrInvalidEvent, ErrNotConnected,
-	// ErrTooLarge, ErrClosed or ErrNotStarted where those apply. It is
+	// It returns an error wrapping ErrInvalidEvent, ErrInvalidRoute,
+	// ErrNotConnected, ErrTooLarge, ErrClosed or ErrNotStarted where those
+	// apply. It is
 	// goroutine-safe.
 	Send(ctx context.Context, route Route, evt *cloudevents.Event) error
 	// Close disconnects and returns once every goroutine the transport started

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -55,6 +56,14 @@ func TestHubWrites(t *testing.T) {
 		bad.Spec.Workload.Manifests[0].Raw = []byte(`[1,2]`)
 		if _, err := works.Create(ctx, bad, metav1.CreateOptions{}); !apierrors.IsInvalid(err) {
 			t.Errorf("a manifest that is not an object: %v, want Invalid", err)
+		}
+		// A namespace no topic or route can carry is refused at the call,
+		// not left to fail at every publish.
+		for _, ns := range []string{"bad/name", "a+b", "x#", "Upper", strings.Repeat("c", 64)} {
+			_, err := hub.WorkInterface().WorkV1().ManifestWorks(ns).Create(ctx, newWork("w", "1", nil), metav1.CreateOptions{})
+			if !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), "metadata.namespace") {
+				t.Errorf("namespace %q: %v, want Invalid naming metadata.namespace", ns, err)
+			}
 		}
 		if _, err := works.Create(ctx, newWork("Bad_Name", "1", nil), metav1.CreateOptions{}); !apierrors.IsInvalid(err) {
 			t.Errorf("invalid name: %v, want Invalid", err)

@@ -27,11 +27,13 @@ const publishAttempts = 8
 // again cannot fix: the event is larger than the transport or its broker
 // takes (options.ErrTooLarge), the codec cannot encode the work, whichever
 // codec it is (generic.ErrEncode), or encoded it as no valid CloudEvent
-// (options.ErrInvalidEvent). Resync cannot deliver such a work
+// (options.ErrInvalidEvent), or the work's cluster names no route
+// (options.ErrInvalidRoute). Resync cannot deliver such a work
 // either: it stays undelivered until it changes. Anything else (not
 // connected, a broker that failed, a timeout) may pass on a later try.
 func permanent(err error) bool {
-	return errors.Is(err, options.ErrTooLarge) || errors.Is(err, generic.ErrEncode) || errors.Is(err, options.ErrInvalidEvent)
+	return errors.Is(err, options.ErrTooLarge) || errors.Is(err, generic.ErrEncode) ||
+		errors.Is(err, options.ErrInvalidEvent) || errors.Is(err, options.ErrInvalidRoute)
 }
 
 // publisher sends works — specs on a hub, statuses on an agent — off the

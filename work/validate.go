@@ -37,6 +37,12 @@ func validate(w *workv1.ManifestWork) error {
 	}
 	if w.Namespace == "" {
 		errs = append(errs, field.Required(meta.Child("namespace"), "the namespace is the cluster the work goes to"))
+	} else {
+		// A namespace is a DNS label on a kube-apiserver too; here it also
+		// stands in topics and routes, where '/', '+' and '#' cannot.
+		for _, msg := range validation.IsDNS1123Label(w.Namespace) {
+			errs = append(errs, field.Invalid(meta.Child("namespace"), w.Namespace, msg))
+		}
 	}
 	errs = append(errs, metav1validation.ValidateLabels(w.Labels, meta.Child("labels"))...)
 	if w.Generation > math.MaxInt32 {
