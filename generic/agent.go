@@ -66,6 +66,13 @@ func (a *AgentClient[T]) Start(ctx context.Context) error { return a.c.start(ctx
 // or until ctx ends. It is idempotent.
 func (a *AgentClient[T]) Close(ctx context.Context) error { return a.c.close(ctx) }
 
+// Healthy returns nil once Start returned nil, until Close, while the
+// transport is connected (as far as it can tell: see
+// options.HealthChecker); otherwise an error wrapping ErrNotStarted,
+// ErrClosed or options.ErrNotConnected. Wire it to a readiness probe. It is
+// goroutine-safe and does not block.
+func (a *AgentClient[T]) Healthy() error { return a.c.healthy() }
+
 // Subscribe adds handlers for specs received from sources. Call it before
 // Start.
 func (a *AgentClient[T]) Subscribe(handlers ...ResourceHandler[T]) error {

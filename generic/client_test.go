@@ -277,12 +277,16 @@ func sameSpecs(source, agent *store, cluster string) func() bool {
 func TestLifecycle(t *testing.T) {
 	t.Parallel()
 	b := memory.NewBroker()
-	c, err := generic.NewSourceClient[*widget](src, b.Transport(), newStore(), hashWidget, []generic.Codec[*widget]{widgetCodec{}}, generic.WithErrorHandler(quiet), generic.WithLogger(testLogger()))
+	tr := b.Transport()
+	c, err := generic.NewSourceClient[*widget](src, tr, newStore(), hashWidget, []generic.Codec[*widget]{widgetCodec{}}, generic.WithErrorHandler(quiet), generic.WithLogger(testLogger()))
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
 	w := newWidget(src, "c1", "a", "s", 1)
+	if err := c.Healthy(); !errors.Is(err, generic.ErrNotStarted) {
+		t.Errorf("Healthy before Start: %v, want ErrNotStarted", err)
+	}
 	if err := c.Publish(ctx, specCreate, w); !errors.Is(err, generic.ErrNotStarted) {
 		t.Errorf("Publish before Start: %v, want ErrNotStarted", err)
 	}
@@ -291,6 +295,17 @@ func TestLifecycle(t *testing.T) {
 	}
 	if err := c.Start(ctx); err != nil {
 		t.Fatal(err)
+	}
+	if err := c.Healthy(); err != nil {
+		t.Errorf("Healthy after Start: %v", err)
+	}
+	tr.Disconnect()
+	if err := c.Healthy(); !errors.Is(err, options.ErrNotConnected) {
+		t.Errorf("Healthy while disconnected: %v, want options.ErrNotConnected", err)
+	}
+	tr.Reconnect()
+	if err := c.Healthy(); err != nil {
+		t.Errorf("Healthy after reconnecting: %v", err)
 	}
 	if err := c.Start(ctx); !errors.Is(err, generic.ErrStarted) {
 		t.Errorf("second Start: %v, want ErrStarted", err)
@@ -319,6 +334,9 @@ func TestLifecycle(t *testing.T) {
 	}
 	if err := c.Start(ctx); !errors.Is(err, generic.ErrClosed) {
 		t.Errorf("Start after Close: %v, want ErrClosed", err)
+	}
+	if err := c.Healthy(); !errors.Is(err, generic.ErrClosed) {
+		t.Errorf("Healthy after Close: %v, want ErrClosed", err)
 	}
 }
 

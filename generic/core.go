@@ -148,6 +148,7 @@ type core[T Object] struct {
 
 	mu        sync.Mutex // guards state, startedAt and handlers before Start
 	state     lifecycle
+	ready     bool // the transport's Start returned nil
 	startedAt time.Time
 	handlers  []ResourceHandler[T]
 
@@ -246,6 +247,9 @@ func (c *core[T]) start(ctx context.Context) error {
 		closeErr := c.close(context.Background())
 		return errors.Join(fmt.Errorf("start %s client: %w", c.side, err), closeErr)
 	}
+	c.mu.Lock()
+	c.ready = true
+	c.mu.Unlock()
 	c.log.Info("started")
 	return nil
 }
@@ -273,6 +277,29 @@ func (c *core[T]) close(ctx context.Context) error {
 	}
 	c.log.Info("closed")
 	return err
+}
+
+// healthy returns nil from a successful Start until Close while the
+// transport, if it can tell (options.HealthChecker), is connected.
+func (c *core[T]) healthy() error {
+	c.mu.Lock()
+	state, ready := c.state, c.ready
+	c.mu.Unlock()
+	switch {
+	case state == stateNew:
+		return fmt.Errorf("%s client: %w", c.side, ErrNotStarted)
+	case state == stateClosed:
+		return fmt.Errorf("%s client: %w", c.side, ErrClosed)
+	}
+	if hc, ok := c.tr.(options.HealthChecker); ok {
+		if err := hc.Healthy(); err != nil {
+			return fmt.Errorf("%s client: %w", c.side, err)
+		}
+	}
+	if !ready {
+		return fmt.Errorf("%s client: %w: starting", c.side, options.ErrNotConnected)
+	}
+	return nil
 }
 
 // started returns when Start was called.

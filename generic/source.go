@@ -59,6 +59,13 @@ func (s *SourceClient[T]) Start(ctx context.Context) error { return s.c.start(ct
 // or until ctx ends. It is idempotent.
 func (s *SourceClient[T]) Close(ctx context.Context) error { return s.c.close(ctx) }
 
+// Healthy returns nil once Start returned nil, until Close, while the
+// transport is connected (as far as it can tell: see
+// options.HealthChecker); otherwise an error wrapping ErrNotStarted,
+// ErrClosed or options.ErrNotConnected. Wire it to a readiness probe. It is
+// goroutine-safe and does not block.
+func (s *SourceClient[T]) Healthy() error { return s.c.healthy() }
+
 // Subscribe adds handlers for statuses received from agents. Call it before
 // Start.
 func (s *SourceClient[T]) Subscribe(handlers ...ResourceHandler[T]) error {

@@ -229,3 +229,15 @@ type EventSizeLimiter interface {
 	// is goroutine-safe and may change once the transport has connected.
 	MaxEventBytes() int
 }
+
+// HealthChecker is implemented by transports that can tell whether they are
+// connected; workwire's MQTT, Kafka, gRPC and memory transports do. The
+// generic clients and package work's holders report it through their own
+// Healthy, for an operator's readiness or liveness probe.
+type HealthChecker interface {
+	// Healthy returns nil while the transport is connected to its broker,
+	// and otherwise an error wrapping ErrNotConnected (before Start and
+	// while reconnecting) or ErrClosed that says why. It is goroutine-safe
+	// and does not block.
+	Healthy() error
+}

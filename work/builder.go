@@ -213,10 +213,12 @@ type ClientHolder struct {
 
 	startEvents func(context.Context) error // nil over a kube-apiserver
 	closeEvents func(context.Context) error
+	healthy     func() error // the client's; nil over a kube-apiserver
 
 	mu      sync.Mutex
 	stop    chan struct{}
 	started bool
+	synced  bool // Start returned nil
 	closed  bool
 }
 
@@ -305,6 +307,7 @@ func (b *ClientHolderBuilder) buildEvents(h *ClientHolder) error {
 		hb.pub = newPublisher(func(ctx context.Context, w *workv1.ManifestWork) error { return hb.publish(ctx, client, w) }, hb.log, onError)
 		h.clientset = &clientset{b: hb, unsupported: unsupported}
 		h.startEvents, h.closeEvents = lifecycle(hb.pub, client.Start, client.Close, st)
+		h.healthy = client.Healthy
 		return nil
 	}
 	ab := &agent{cluster: b.clusterName, st: st, patcher: p, dataType: codecs[0].DataType(), log: b.logger.WithValues("cluster", b.clusterName),
@@ -328,6 +331,7 @@ func (b *ClientHolderBuilder) buildEvents(h *ClientHolder) error {
 	}
 	h.clientset = &clientset{b: ab, unsupported: unsupported}
 	h.startEvents, h.closeEvents = lifecycle(ab.pub, client.Start, client.Close, st)
+	h.healthy = client.Healthy
 	return nil
 }
 
@@ -408,6 +412,36 @@ func (h *ClientHolder) Start(ctx context.Context) error {
 		if !ok {
 			return fmt.Errorf("informer of %v did not sync: %w", typ, context.Cause(ctx))
 		}
+	}
+	h.mu.Lock()
+	h.synced = true
+	h.mu.Unlock()
+	return nil
+}
+
+// Healthy returns nil once Start returned nil, until Close, while the
+// holder's transport is connected (over a kube-apiserver: from Start on;
+// client-go reconnects by itself); otherwise an error wrapping
+// generic.ErrNotStarted, generic.ErrClosed or options.ErrNotConnected that
+// says why. It is goroutine-safe and does not block: wire it to a readiness
+// probe, as examples/hub-controller does.
+func (h *ClientHolder) Healthy() error {
+	h.mu.Lock()
+	started, synced, closed := h.started, h.synced, h.closed
+	h.mu.Unlock()
+	switch {
+	case closed:
+		return fmt.Errorf("work client holder: %w", generic.ErrClosed)
+	case !started:
+		return fmt.Errorf("work client holder: %w", generic.ErrNotStarted)
+	}
+	if h.healthy != nil {
+		if err := h.healthy(); err != nil {
+			return fmt.Errorf("work client holder: %w", err)
+		}
+	}
+	if !synced {
+		return fmt.Errorf("work client holder: %w: starting", options.ErrNotConnected)
 	}
 	return nil
 }

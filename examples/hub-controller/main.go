@@ -31,6 +31,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/workwire/sdk-go/examples/hub-controller/hub"
+	"github.com/workwire/sdk-go/examples/internal/cmdutil"
 	"github.com/workwire/sdk-go/options/mqtt"
 	"github.com/workwire/sdk-go/options/mqtt/mqtttest"
 	"github.com/workwire/sdk-go/work"
@@ -61,6 +62,8 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	lifecycle := fs.Bool("lifecycle", false, "create, update and delete the works, wait for each step's status, print a summary and exit")
 	timeout := fs.Duration("timeout", 2*time.Minute, "give the -lifecycle up after this long")
 	workers := fs.Int("workers", hub.DefaultWorkers, "how many works to reconcile at once")
+	healthAddr := fs.String("health-addr", "", "serve a readiness probe at http://<this address>/readyz (the holder's Healthy)")
+	cmdutil.Verbosity(fs)
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -105,6 +108,14 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	holder, err := builder.NewClientHolder()
 	if err != nil {
 		return err
+	}
+	if *healthAddr != "" {
+		stop, err := cmdutil.ServeReadiness(*healthAddr, holder.Healthy, out)
+		if err != nil {
+			_ = holder.Close(context.Background())
+			return err
+		}
+		defer stop()
 	}
 
 	return hub.Run(ctx, hub.Config{

@@ -14,13 +14,18 @@ import (
 	"github.com/go-logr/logr"
 	"go.uber.org/goleak"
 
+	"github.com/workwire/sdk-go/examples/internal/cmdtest"
 	"github.com/workwire/sdk-go/examples/work-agent/agent"
 	"github.com/workwire/sdk-go/examples/work-agent/fakecluster"
 	"github.com/workwire/sdk-go/options/mqtt"
 	"github.com/workwire/sdk-go/work"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+// With cmdtest.ArgsEnv set, the test binary is the command.
+func TestMain(m *testing.M) {
+	cmdtest.RunMain("hub-controller", main)
+	goleak.VerifyTestMain(m)
+}
 
 // output collects what run prints, and tells when the embedded broker's
 // address appears.
@@ -125,4 +130,13 @@ func TestFlags(t *testing.T) {
 			}
 		})
 	}
+}
+
+// An operator who starts the hub before its broker learns so at once, at
+// the default log level, and why.
+func TestADeadBrokerIsReportedAtOnce(t *testing.T) {
+	addr := cmdtest.DeadAddr(t)
+	lines, took := cmdtest.FirstConnectFailure(t, "-broker", addr)
+	cmdtest.CheckFirstFailure(t, lines, addr)
+	t.Logf("the first failure was logged %v after the start", took)
 }

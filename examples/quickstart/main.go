@@ -35,6 +35,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	kubetypes "k8s.io/apimachinery/pkg/types"
+	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
 	workv1 "open-cluster-management.io/api/work/v1"
 
@@ -96,7 +97,9 @@ func run(ctx context.Context, cfg config, out io.Writer) error {
 	// The hub: a source whose store is the truth. Statuses from agents land
 	// in it; a status with the Deleted condition completes a deletion.
 	hubStore := newStore(func(*workv1.ManifestWork) string { return hubID })
-	tr, err := newTransport()
+	// Its transport logs at klog's default level, which says when the
+	// broker cannot be reached; the agents' say the same and stay quiet.
+	tr, err := newTransport(klog.Background())
 	if err != nil {
 		return err
 	}
@@ -126,7 +129,7 @@ func run(ctx context.Context, cfg config, out io.Writer) error {
 
 	// The agents: each applies what it gets and reports back.
 	for i := range cfg.clusters {
-		tr, err := newTransport()
+		tr, err := newTransport(logr.Discard())
 		if err != nil {
 			return err
 		}
@@ -241,7 +244,7 @@ func isTerminal(w io.Writer) bool {
 
 // connect starts the embedded broker of cfg.transport, unless cfg.broker
 // names one, and returns how to make a transport to it.
-func connect(cfg config, out io.Writer) (newTransport func() (options.Transport, error), stop func(), err error) {
+func connect(cfg config, out io.Writer) (newTransport func(logr.Logger) (options.Transport, error), stop func(), err error) {
 	stop = func() {}
 	switch cfg.transport {
 	case "mqtt":
@@ -254,8 +257,8 @@ func connect(cfg config, out io.Writer) (newTransport func() (options.Transport,
 			addr, stop = b.Addr(), func() { _ = b.Close() }
 			fmt.Fprintf(out, "embedded MQTT broker on %s\n", addr)
 		}
-		return checked(func() (options.Transport, error) {
-			return mqtt.New(mqtt.Config{BrokerHost: addr}, mqtt.WithLogger(logr.Discard()))
+		return checked(func(log logr.Logger) (options.Transport, error) {
+			return mqtt.New(mqtt.Config{BrokerHost: addr}, mqtt.WithLogger(log))
 		}, stop)
 	case "kafka":
 		addrs := strings.Split(cfg.broker, ",")
@@ -267,8 +270,8 @@ func connect(cfg config, out io.Writer) (newTransport func() (options.Transport,
 			addrs, stop = b.Addrs(), func() { _ = b.Close() }
 			fmt.Fprintf(out, "embedded Kafka cluster (kfake) on %s\n", strings.Join(addrs, ","))
 		}
-		return checked(func() (options.Transport, error) {
-			return kafka.New(kafka.Config{Brokers: addrs}, kafka.WithLogger(logr.Discard()))
+		return checked(func(log logr.Logger) (options.Transport, error) {
+			return kafka.New(kafka.Config{Brokers: addrs}, kafka.WithLogger(log))
 		}, stop)
 	case "grpc":
 		addr := cfg.broker
@@ -287,8 +290,8 @@ func connect(cfg config, out io.Writer) (newTransport func() (options.Transport,
 			addr, stop = lis.Addr().String(), func() { cancel(); <-done }
 			fmt.Fprintf(out, "embedded gRPC broker on %s\n", addr)
 		}
-		return checked(func() (options.Transport, error) {
-			return grpc.New(grpc.Config{ServerAddress: addr}, grpc.WithLogger(logr.Discard()))
+		return checked(func(log logr.Logger) (options.Transport, error) {
+			return grpc.New(grpc.Config{ServerAddress: addr}, grpc.WithLogger(log))
 		}, stop)
 	default:
 		return nil, nil, fmt.Errorf("unknown -transport %q (want mqtt, kafka or grpc)", cfg.transport)
@@ -297,8 +300,8 @@ func connect(cfg config, out io.Writer) (newTransport func() (options.Transport,
 
 // checked returns newTransport and stop once newTransport has made a
 // transport, so a bad -broker is an error before anything starts.
-func checked(newTransport func() (options.Transport, error), stop func()) (func() (options.Transport, error), func(), error) {
-	tr, err := newTransport()
+func checked(newTransport func(logr.Logger) (options.Transport, error), stop func()) (func(logr.Logger) (options.Transport, error), func(), error) {
+	tr, err := newTransport(logr.Discard())
 	if err != nil {
 		stop()
 		return nil, nil, fmt.Errorf("-broker: %w", err)

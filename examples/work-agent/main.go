@@ -31,6 +31,7 @@ import (
 	"k8s.io/client-go/restmapper"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/workwire/sdk-go/examples/internal/cmdutil"
 	"github.com/workwire/sdk-go/examples/work-agent/agent"
 	"github.com/workwire/sdk-go/examples/work-agent/fakecluster"
 	"github.com/workwire/sdk-go/options/mqtt"
@@ -59,6 +60,8 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	kubeconfig := fs.String("kubeconfig", "", "kubeconfig of the cluster to apply to (default: an in-memory cluster)")
 	frequency := fs.Duration("status-update-frequency", agent.DefaultStatusUpdateFrequency, "how often to refresh status feedback")
 	workers := fs.Int("workers", agent.DefaultWorkers, "how many works to reconcile at once")
+	healthAddr := fs.String("health-addr", "", "serve a readiness probe at http://<this address>/readyz (the holder's Healthy)")
+	cmdutil.Verbosity(fs)
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -97,6 +100,14 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	}
 	if *kubeconfig == "" {
 		fmt.Fprintln(out, "applying to an in-memory cluster (use -kubeconfig for a real one)")
+	}
+	if *healthAddr != "" {
+		stop, err := cmdutil.ServeReadiness(*healthAddr, holder.Healthy, out)
+		if err != nil {
+			_ = holder.Close(context.Background())
+			return err
+		}
+		defer stop()
 	}
 	return agent.Run(ctx, agent.Config{
 		Holder:                holder,

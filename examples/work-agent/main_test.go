@@ -14,12 +14,17 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/workwire/sdk-go/examples/hub-controller/hub"
+	"github.com/workwire/sdk-go/examples/internal/cmdtest"
 	"github.com/workwire/sdk-go/options/mqtt"
 	"github.com/workwire/sdk-go/options/mqtt/mqtttest"
 	"github.com/workwire/sdk-go/work"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+// With cmdtest.ArgsEnv set, the test binary is the command.
+func TestMain(m *testing.M) {
+	cmdtest.RunMain("work-agent", main)
+	goleak.VerifyTestMain(m)
+}
 
 // syncBuffer is a bytes.Buffer that several goroutines can write.
 type syncBuffer struct {
@@ -99,4 +104,13 @@ func TestFlags(t *testing.T) {
 			}
 		})
 	}
+}
+
+// An operator who starts an agent before its broker learns so at once, at
+// the default log level, and why.
+func TestADeadBrokerIsReportedAtOnce(t *testing.T) {
+	addr := cmdtest.DeadAddr(t)
+	lines, took := cmdtest.FirstConnectFailure(t, "-broker", addr)
+	cmdtest.CheckFirstFailure(t, lines, addr)
+	t.Logf("the first failure was logged %v after the start", took)
 }

@@ -25,6 +25,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	"k8s.io/klog/v2"
 
+	"github.com/workwire/sdk-go/internal/connstate"
 	"github.com/workwire/sdk-go/options"
 	"github.com/workwire/sdk-go/options/grpc/protocol"
 )
@@ -61,6 +62,7 @@ type Transport struct {
 	dialOpts  []grpclib.DialOption
 	log       logr.Logger
 	backoff   options.Backoff
+	tracker   *connstate.Tracker
 	maxEvent  int
 
 	mu      sync.Mutex
@@ -104,6 +106,7 @@ func New(cfg Config, opts ...Option) (*Transport, error) {
 		}
 	}
 	t.log = t.log.WithValues("server", cfg.ServerAddress)
+	t.tracker = connstate.New(t.log, "gRPC server "+cfg.ServerAddress)
 	t.ctx, t.cancel = context.WithCancel(context.Background())
 	return t, nil
 }
@@ -198,11 +201,12 @@ func (t *Transport) Start(ctx context.Context, subs []options.Subscription, r op
 	defer cancel()
 	defer context.AfterFunc(t.ctx, cancel)()
 
+	t.tracker.Connecting()
 	var last error
 	for attempt := 0; ; attempt++ {
 		sess, err := t.subscribe(ctx)
 		if err == nil {
-			t.log.V(2).Info("connected", "subscriptions", len(reqs))
+			t.tracker.Connected()
 			go t.supervise(sess)
 			r.Connected()
 			return nil
@@ -212,8 +216,11 @@ func (t *Transport) Start(ctx context.Context, subs []options.Subscription, r op
 			t.wg.Done()
 			return err
 		}
-		t.log.V(2).Info("connect failed; retrying", "attempt", attempt, "err", err)
-		if !sleep(ctx, t.backoff.Delay(attempt)) {
+		delay := t.backoff.Delay(attempt)
+		if ctx.Err() == nil {
+			t.tracker.Failed(delay, err)
+		}
+		if !sleep(ctx, delay) {
 			t.wg.Done()
 			if t.ctx.Err() != nil {
 				return options.ErrClosed
@@ -372,10 +379,14 @@ func (t *Transport) subscribe(ctx context.Context) (*session, error) {
 	// Until every stream is up, ctx (and a handshake timeout) bound the wait.
 	stopBound := context.AfterFunc(ctx, cancel)
 	handshake := time.AfterFunc(orDefault(t.cfg.DialTimeout, DefaultDialTimeout), cancel)
+	// A channel that failed to connect fails the attempt at once, with the
+	// reason, rather than at the handshake timeout: an operator learns of
+	// a dead server when it happens.
+	failFast := settle(sctx, conn) == connectivity.TransientFailure
 	var err error
 	for i := 0; i < len(reqs); i++ {
 		var st *streamState
-		if st, err = t.open(sctx, client, reqs[i]); err != nil {
+		if st, err = t.open(sctx, client, reqs[i], failFast); err != nil {
 			break
 		}
 		if len(reqs[i].GetDataTypes()) > 1 && !st.servesAll {
@@ -412,9 +423,9 @@ func (t *Transport) subscribe(ctx context.Context) (*session, error) {
 // broker that refuses the subscription sends none (OCM's agents refuse a
 // stream without a subscription-id too): its status comes with the
 // stream's end.
-func (t *Transport) open(ctx context.Context, client protocol.CloudEventServiceClient, req *protocol.SubscriptionRequest) (*streamState, error) {
+func (t *Transport) open(ctx context.Context, client protocol.CloudEventServiceClient, req *protocol.SubscriptionRequest, failFast bool) (*streamState, error) {
 	sctx, cancel := context.WithCancel(ctx)
-	stream, err := client.Subscribe(sctx, req, grpclib.WaitForReady(true))
+	stream, err := client.Subscribe(sctx, req, grpclib.WaitForReady(!failFast))
 	if err != nil {
 		cancel()
 		return nil, err
@@ -451,6 +462,21 @@ func announcedInterval(md metadata.MD) time.Duration {
 	return d
 }
 
+// settle returns conn's state once it is neither idle nor connecting, or
+// when ctx ends.
+func settle(ctx context.Context, conn *grpclib.ClientConn) connectivity.State {
+	conn.Connect()
+	for {
+		s := conn.GetState()
+		if s != connectivity.Idle && s != connectivity.Connecting {
+			return s
+		}
+		if !conn.WaitForStateChange(ctx, s) {
+			return conn.GetState()
+		}
+	}
+}
+
 func waitReady(ctx context.Context, conn *grpclib.ClientConn) error {
 	conn.Connect()
 	for {
@@ -480,6 +506,7 @@ func (t *Transport) supervise(sess *session) {
 			return
 		}
 		t.log.Info("subscription lost; resubscribing", "err", err)
+		t.tracker.Lost(err)
 		if time.Since(subscribedAt) >= t.backoff.Max {
 			attempt = 0
 		}
@@ -491,12 +518,15 @@ func (t *Transport) supervise(sess *session) {
 			}
 			next, err := t.subscribe(t.ctx)
 			if err != nil {
-				t.log.V(2).Info("resubscribe failed", "attempt", attempt, "err", err)
+				if t.ctx.Err() == nil {
+					t.tracker.Failed(t.backoff.Delay(attempt), err)
+				}
 				continue
 			}
 			sess, subscribedAt = next, time.Now()
 			break
 		}
+		t.tracker.Connected()
 		t.log.Info("resubscribed")
 		t.recv.Connected()
 	}
@@ -613,6 +643,11 @@ func (t *Transport) wants(r options.Route) bool {
 	return false
 }
 
+// Healthy implements options.HealthChecker: nil while every Subscribe
+// stream is up (with no subscriptions, once Start connected), until a
+// stream ends or goes silent past its heartbeat timeout.
+func (t *Transport) Healthy() error { return t.tracker.Healthy() }
+
 // MaxEventBytes returns the largest publish request Send sends:
 // Config.MaxEventBytes or its default.
 func (t *Transport) MaxEventBytes() int { return t.maxEvent }
@@ -719,6 +754,7 @@ func (t *Transport) Close(ctx context.Context) error {
 	t.closed = true
 	conn := t.conn
 	t.mu.Unlock()
+	t.tracker.Closed()
 	t.cancel()
 	done := make(chan struct{})
 	go func() { t.wg.Wait(); close(done) }()

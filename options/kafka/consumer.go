@@ -297,6 +297,7 @@ func (h *groupHandler) ready() {
 	due := h.due
 	h.due = resyncNone
 	h.mu.Unlock()
+	h.t.tracker.Connected()
 	switch due {
 	case resyncConnect:
 		h.t.stats.connects.Add(1)

@@ -11,6 +11,7 @@ import (
 	"github.com/IBM/sarama"
 	"github.com/go-logr/logr"
 
+	"github.com/workwire/sdk-go/internal/connstate"
 	"github.com/workwire/sdk-go/options"
 	"github.com/workwire/sdk-go/options/transporttest"
 )
@@ -138,7 +139,7 @@ func TestResyncOnlyWhereARebalanceGivesPartitions(t *testing.T) {
 		{"after the heartbeat failed", session{claims: map[string][]int32{spec: {1, 2}}, cause: rebalance},
 			Stats{Sessions: 12, Connects: 5, RebalanceResyncs: 2}},
 	}
-	tr := &Transport{log: logr.Discard()}
+	tr := &Transport{log: logr.Discard(), tracker: connstate.New(logr.Discard(), "test")}
 	p, err := tr.planFor(options.AgentSubscriptions("c1", nil))
 	if err != nil {
 		t.Fatal(err)
@@ -175,7 +176,7 @@ func TestSessionEndCauses(t *testing.T) {
 		{sarama.ErrRebalanceInProgress, errors.New("release failed"), true, false},
 		{sarama.ErrRebalanceInProgress, nil, false, false},
 	} {
-		h := newGroupHandler(&Transport{}, &plan{})
+		h := newGroupHandler(&Transport{tracker: connstate.New(logr.Discard(), "test")}, &plan{})
 		h.due = resyncNone
 		h.complete, h.endCause = tt.complete, tt.cause
 		complete, rebalanced := h.ended(tt.err)

@@ -24,6 +24,7 @@ import (
 	"github.com/go-logr/logr"
 	"k8s.io/klog/v2"
 
+	"github.com/workwire/sdk-go/internal/connstate"
 	"github.com/workwire/sdk-go/options"
 )
 
@@ -65,6 +66,7 @@ type Transport struct {
 	tune      func(*sarama.Config)
 	log       logr.Logger
 	backoff   options.Backoff
+	tracker   *connstate.Tracker
 	maxBytes  int
 	prodCfg   *sarama.Config
 	consCfg   *sarama.Config
@@ -102,6 +104,11 @@ type Stats struct {
 	// rebalances cost.
 	RebalanceResyncs uint64
 }
+
+// Healthy implements options.HealthChecker: nil once Start connected,
+// while the consumer group session (if Start subscribed to anything) runs
+// or rebalances, until a session fails.
+func (t *Transport) Healthy() error { return t.tracker.Healthy() }
 
 // MaxEventBytes returns the largest event Send sends: Config.MaxEventBytes
 // or its default.
@@ -153,6 +160,7 @@ func New(cfg Config, opts ...Option) (*Transport, error) {
 		return nil, fmt.Errorf("kafka: consumer config: %w", err)
 	}
 	t.log = t.log.WithValues("brokers", cfg.Brokers)
+	t.tracker = connstate.New(t.log, "Kafka brokers "+strings.Join(cfg.Brokers, ","))
 	t.ctx, t.cancel = context.WithCancel(context.Background())
 	return t, nil
 }
@@ -274,6 +282,7 @@ func (t *Transport) Start(ctx context.Context, subs []options.Subscription, r op
 		}
 	}()
 
+	t.tracker.Connecting()
 	var client sarama.Client
 	if err := t.retry(ctx, "connect producer", func() error {
 		c, err := sarama.NewClient(t.cfg.Brokers, t.prodCfg)
@@ -310,7 +319,7 @@ func (t *Transport) Start(ctx context.Context, subs []options.Subscription, r op
 		// Started: a Close from now on stops what runs.
 		ok = true
 		t.mu.Unlock()
-		t.log.V(2).Info("connected")
+		t.tracker.Connected()
 		t.stats.connects.Add(1)
 		r.Connected()
 		return nil
@@ -386,8 +395,11 @@ func (t *Transport) retry(ctx context.Context, what string, fn func() error) err
 		if permanent(err) {
 			return fmt.Errorf("kafka: %s: %w", what, err)
 		}
-		t.log.V(2).Info("retrying", "what", what, "attempt", attempt, "err", err)
-		if !sleep(ctx, t.backoff.Delay(attempt)) {
+		delay := t.backoff.Delay(attempt)
+		if ctx.Err() == nil {
+			t.tracker.Failed(delay, fmt.Errorf("%s: %w", what, err))
+		}
+		if !sleep(ctx, delay) {
 			if t.ctx.Err() != nil {
 				return fmt.Errorf("kafka: %s: %w", what, options.ErrClosed)
 			}
@@ -483,12 +495,11 @@ func (t *Transport) consume(ctx context.Context, group sarama.ConsumerGroup, h *
 		} else {
 			h.setLastErr(err)
 		}
-		if attempt == 0 {
-			t.log.Info("consumer group session failed; rejoining", "group", h.plan.groupID, "err", err)
-		} else {
-			t.log.V(2).Info("rejoin failed", "group", h.plan.groupID, "attempt", attempt, "err", err)
-		}
-		if !sleep(ctx, t.backoff.Delay(attempt)) {
+		err = fmt.Errorf("consumer group %s: %w", h.plan.groupID, err)
+		t.tracker.Lost(err)
+		delay := t.backoff.Delay(attempt)
+		t.tracker.Failed(delay, err)
+		if !sleep(ctx, delay) {
 			break
 		}
 		attempt++
@@ -842,6 +853,7 @@ func (t *Transport) Close(ctx context.Context) error {
 	t.mu.Lock()
 	t.closed = true
 	t.mu.Unlock()
+	t.tracker.Closed()
 	// No WaitGroup entry is taken after this point (goLocked checks closed
 	// under the lock), so the Wait cannot miss one.
 	done := make(chan struct{})

@@ -330,6 +330,22 @@ func (t *Transport) stateErr() error {
 	return nil
 }
 
+// Healthy implements options.HealthChecker: nil from Start until Close
+// while not disconnected.
+func (t *Transport) Healthy() error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	switch {
+	case t.closed:
+		return fmt.Errorf("memory transport: %w", options.ErrClosed)
+	case !t.started:
+		return fmt.Errorf("memory transport: %w: not started", options.ErrNotConnected)
+	case !t.connected:
+		return fmt.Errorf("memory transport: %w: disconnected", options.ErrNotConnected)
+	}
+	return nil
+}
+
 // Disconnect drops the connection: sends fail with options.ErrNotConnected
 // and events routed to t are lost until Reconnect.
 func (t *Transport) Disconnect() {

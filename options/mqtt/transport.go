@@ -21,6 +21,7 @@ import (
 	"github.com/go-logr/logr"
 	"k8s.io/klog/v2"
 
+	"github.com/workwire/sdk-go/internal/connstate"
 	"github.com/workwire/sdk-go/options"
 )
 
@@ -45,6 +46,7 @@ type Transport struct {
 	log       logr.Logger
 	clientID  string
 	backoff   options.Backoff
+	tracker   *connstate.Tracker
 
 	mu        sync.Mutex
 	started   bool
@@ -98,12 +100,17 @@ func New(cfg Config, opts ...Option) (*Transport, error) {
 		t.clientID = "workwire-" + hex.EncodeToString(b[:])
 	}
 	t.log = t.log.WithValues("broker", cfg.BrokerHost, "clientID", t.clientID)
+	t.tracker = connstate.New(t.log, "MQTT broker "+cfg.BrokerHost)
 	t.ctx, t.cancel = context.WithCancel(context.Background())
 	return t, nil
 }
 
 // ClientID returns the MQTT client ID the transport connects with.
 func (t *Transport) ClientID() string { return t.clientID }
+
+// Healthy implements options.HealthChecker: nil while connected and
+// subscribed.
+func (t *Transport) Healthy() error { return t.tracker.Healthy() }
 
 // MaxEventBytes returns the largest event Send sends: Config.MaxEventBytes,
 // or the broker's maximum packet size once it announced a lower one; 0 if
@@ -157,11 +164,12 @@ func (t *Transport) Start(ctx context.Context, subs []options.Subscription, r op
 	// The supervisor's WaitGroup entry is taken now, so goroutines that
 	// connect starts are always added while the count is positive.
 	t.wg.Add(1)
+	t.tracker.Connecting()
 	var last error
 	for attempt := 0; ; attempt++ {
 		cli, err := t.connect(ctx)
 		if err == nil {
-			t.log.V(2).Info("connected", "subscriptions", len(filters))
+			t.tracker.Connected()
 			go t.supervise(cli)
 			r.Connected()
 			return nil
@@ -171,8 +179,11 @@ func (t *Transport) Start(ctx context.Context, subs []options.Subscription, r op
 			t.wg.Done()
 			return err
 		}
-		t.log.V(2).Info("connect failed; retrying", "attempt", attempt, "err", err)
-		if !sleep(ctx, t.backoff.Delay(attempt)) {
+		delay := t.backoff.Delay(attempt)
+		if ctx.Err() == nil {
+			t.tracker.Failed(delay, err)
+		}
+		if !sleep(ctx, delay) {
 			t.wg.Done()
 			return fmt.Errorf("mqtt: connect to %s: %w (last error: %w)", t.cfg.BrokerHost, ctx.Err(), last)
 		}
@@ -195,9 +206,11 @@ func (t *Transport) connect(ctx context.Context) (*paho.Client, error) {
 		OnPublishReceived: []func(paho.PublishReceived) (bool, error){t.onPublish},
 		OnClientError: func(err error) {
 			t.log.V(2).Info("connection error", "err", err)
+			t.tracker.Lost(err)
 		},
 		OnServerDisconnect: func(d *paho.Disconnect) {
 			t.log.V(2).Info("broker disconnected us", "reason", d.ReasonCode)
+			t.tracker.Lost(fmt.Errorf("the broker disconnected us: reason code 0x%02x", d.ReasonCode))
 		},
 	}
 	cli := paho.NewClient(cfg)
@@ -337,6 +350,7 @@ func (t *Transport) supervise(cli *paho.Client) {
 		}
 		t.mu.Unlock()
 		t.log.Info("connection lost; reconnecting")
+		t.tracker.Lost(nil)
 		if time.Since(connectedAt) >= t.backoff.Max {
 			attempt = 0
 		}
@@ -348,12 +362,15 @@ func (t *Transport) supervise(cli *paho.Client) {
 			}
 			next, err := t.connect(t.ctx)
 			if err != nil {
-				t.log.V(2).Info("reconnect failed", "attempt", attempt, "err", err)
+				if t.ctx.Err() == nil {
+					t.tracker.Failed(t.backoff.Delay(attempt), err)
+				}
 				continue
 			}
 			cli, connectedAt = next, time.Now()
 			break
 		}
+		t.tracker.Connected()
 		t.log.Info("reconnected")
 		t.recv.Connected()
 	}
@@ -503,6 +520,7 @@ func (t *Transport) Close(ctx context.Context) error {
 	t.closed = true
 	t.client = nil
 	t.mu.Unlock()
+	t.tracker.Closed()
 	t.cancel()
 	done := make(chan struct{})
 	go func() { t.wg.Wait(); close(done) }()

@@ -1,7 +1,8 @@
 // Package transporttest is the conformance suite every options.Transport
 // passes: sending and receiving per role, routing isolation, concurrent
-// sends, reconnect after a broker restart, context cancellation, and an
-// idempotent Close. Transports outside workwire can run it too:
+// sends, reconnect after a broker restart, context cancellation, health
+// (where options.HealthChecker is implemented), and an idempotent Close.
+// Transports outside workwire can run it too:
 //
 //	func TestConformance(t *testing.T) {
 //		transporttest.Run(t, transporttest.Harness{New: ..., Restart: ...})
@@ -392,8 +393,18 @@ func lifecycleErrors(t *testing.T, h Harness) {
 	if err := tr.Send(ctx, route, OnRoute(NewEvent("x", "spec.create_request"), route)); err == nil {
 		t.Error("Send before Start succeeded")
 	}
-	r := start(t, tr, nil)
-	_ = r
+	hc, _ := tr.(options.HealthChecker)
+	if hc != nil {
+		if err := hc.Healthy(); !errors.Is(err, options.ErrNotConnected) {
+			t.Errorf("Healthy before Start: %v, want ErrNotConnected", err)
+		}
+	}
+	start(t, tr, nil)
+	if hc != nil {
+		if err := hc.Healthy(); err != nil {
+			t.Errorf("Healthy after Start: %v", err)
+		}
+	}
 	if err := tr.Send(ctx, options.Route{Role: options.RoleSpec, Source: "s"}, NewEvent("y", "spec.create_request")); err == nil {
 		t.Error("Send on a route without a cluster succeeded")
 	}
@@ -408,6 +419,11 @@ func lifecycleErrors(t *testing.T, h Harness) {
 	closeTransport(t, tr) // idempotent
 	if err := tr.Send(ctx, route, OnRoute(NewEvent("z", "spec.create_request"), route)); !errors.Is(err, options.ErrClosed) {
 		t.Errorf("Send after Close: %v, want ErrClosed", err)
+	}
+	if hc != nil {
+		if err := hc.Healthy(); !errors.Is(err, options.ErrClosed) {
+			t.Errorf("Healthy after Close: %v, want ErrClosed", err)
+		}
 	}
 }
 
@@ -434,6 +450,11 @@ func contextCancel(t *testing.T, h Harness) {
 	}
 	if d := time.Since(begin); d > 5*time.Second {
 		t.Errorf("Start returned %v after its context ended", d)
+	}
+	if hc, ok := un.(options.HealthChecker); ok {
+		if err := hc.Healthy(); !errors.Is(err, options.ErrNotConnected) {
+			t.Errorf("Healthy after a failed Start: %v, want ErrNotConnected", err)
+		}
 	}
 	closeTransport(t, un)
 }
