@@ -10,6 +10,7 @@ import (
 	cloudevents "github.com/cloudevents/sdk-go/v2"
 
 	"github.com/workwire/sdk-go/generic/types"
+	"github.com/workwire/sdk-go/internal/resync"
 	"github.com/workwire/sdk-go/options"
 )
 
@@ -21,11 +22,17 @@ import (
 //
 // It is goroutine-safe. Handlers run on its worker goroutines.
 type AgentClient[T Object] struct {
-	c    *core[T]
-	cfg  agentConfig
-	held map[types.DataType]*heldIndex // fixed at construction
-	seq  sequence
+	c        *core[T]
+	cfg      agentConfig
+	held     map[types.DataType]*heldIndex // fixed at construction
+	seq      sequence
+	sessions resync.Sessions[sessionKey, T, seqBlock] // sources' status resyncs
 }
+
+// seqBlock is the sequence IDs reserved for the statuses of one status
+// resync answer: reserved before the answer's List, so a status published
+// from a newer read outranks the answer at the source.
+type seqBlock struct{ next, end uint64 }
 
 // NewAgentClient returns the agent client of clusterName that sends through
 // tr, which it owns from now on (Close closes it). lister lists the
@@ -221,7 +228,7 @@ func (a *AgentClient[T]) handleEvent(ctx context.Context, t *task) error {
 // and, with the last batch, of every resource of that source no batch named.
 func (a *AgentClient[T]) answerResync(ctx context.Context, source string, dt types.DataType, batch *cloudevents.Event) error {
 	c := a.c
-	resyncID, index, total, err := batchInfo(batch)
+	resyncID, index, total, err := resync.BatchOf(batch)
 	if err != nil {
 		return malformed(err)
 	}
@@ -230,7 +237,7 @@ func (a *AgentClient[T]) answerResync(ctx context.Context, source string, dt typ
 		return malformed(err)
 	}
 	key := sessionKey{peer: source, dt: dt}
-	sess, fresh := c.sessions.open(key, resyncID, total, c.cfg.sessionTTL, time.Now())
+	sess, fresh := a.sessions.Open(key, resyncID, total, c.cfg.sessionTTL, time.Now())
 	if fresh {
 		// A source resyncs when it (re)connects and periodically. Answer
 		// with our versions too: after a broker restart our own spec
@@ -241,19 +248,16 @@ func (a *AgentClient[T]) answerResync(ctx context.Context, source string, dt typ
 		// The answers' sequence IDs come before the read: a status published
 		// from a newer read than this List outranks them at the source.
 		block := uint64(a.held[dt].len()) + answerSeqSlack
-		sess.seq = a.seq.reserve(block)
-		sess.seqEnd = sess.seq + block
+		first := a.seq.reserve(block)
+		sess.State = seqBlock{next: first, end: first + block}
 		objs, err := c.lister.List(ListOptions{Source: source, ClusterName: c.id, DataType: dt})
 		if err != nil {
-			c.sessions.close(key, sess)
+			a.sessions.Close(key, sess)
 			return fmt.Errorf("list %s of %s for status resync: %w", dt, source, err)
 		}
-		sess.mine = make(map[string]T, len(objs))
-		for _, o := range objs {
-			sess.mine[string(o.GetUID())] = o
-		}
+		sess.Hold(byUID(objs))
 	}
-	if sess.got[index] {
+	if sess.Answered(index) {
 		return nil
 	}
 	codec, err := c.codecs.get(dt)
@@ -261,40 +265,35 @@ func (a *AgentClient[T]) answerResync(ctx context.Context, source string, dt typ
 		return &dropError{reason: DropUnknownDataType, err: err}
 	}
 	for _, e := range req.StatusHashes {
-		// The request names every cluster's resources; remember only ours.
-		obj, ok := sess.mine[e.ResourceID]
+		// The request names every cluster's resources; only ours count.
+		obj, ok := sess.Name(e.ResourceID)
 		if !ok {
 			continue
 		}
-		sess.seen[e.ResourceID] = struct{}{}
 		h, err := c.hash(obj)
 		if err != nil {
 			c.cfg.errorHandler(c.ctx, err, "status resync: cannot hash status; sending it", "resourceID", e.ResourceID)
 		} else if h == e.StatusHash {
 			continue
 		}
-		if err := a.sendStatus(ctx, codec, obj, sess); err != nil {
+		if err := a.sendStatus(ctx, codec, obj, &sess.State); err != nil {
 			return err
 		}
-		sess.sent++
+		sess.Sent++
 	}
-	sess.got[index] = true
-	if len(sess.got) < sess.total {
+	if !sess.Finish(index) {
 		return nil
 	}
-	for id, obj := range sess.mine {
-		if _, named := sess.seen[id]; named {
-			continue
-		}
-		if err := a.sendStatus(ctx, codec, obj, sess); err != nil {
+	for id, obj := range sess.Unnamed() {
+		if err := a.sendStatus(ctx, codec, obj, &sess.State); err != nil {
 			return err
 		}
-		sess.seen[id] = struct{}{}
-		sess.sent++
+		sess.Name(id) // a retry after a failed send resumes here
+		sess.Sent++
 	}
-	c.sessions.close(key, sess)
-	c.cfg.observer.ResyncAnswered(c.side, dt, sess.sent)
-	c.log.V(2).Info("answered status resync", "source", source, "dataType", dt, "sent", sess.sent, "held", len(sess.mine))
+	a.sessions.Close(key, sess)
+	c.cfg.observer.ResyncAnswered(c.side, dt, sess.Sent)
+	c.log.V(2).Info("answered status resync", "source", source, "dataType", dt, "sent", sess.Sent, "held", sess.Held())
 	return nil
 }
 
@@ -305,13 +304,14 @@ func (a *AgentClient[T]) answerResync(ctx context.Context, source string, dt typ
 // so blocks are sized to the answer, not generously.
 const answerSeqSlack = 1024
 
-// sendStatus sends obj's status for sess, a status resync. An object the
-// codec cannot encode, or whose status is too large for the transport, is
-// reported and skipped, so it cannot hold up the others.
-func (a *AgentClient[T]) sendStatus(ctx context.Context, codec Codec[T], obj T, sess *session[T]) error {
-	seq := sess.seq
-	if seq < sess.seqEnd {
-		sess.seq++
+// sendStatus sends obj's status for a status resync answer, with the next
+// sequence ID of its block. An object the codec cannot encode, or whose
+// status is too large for the transport, is reported and skipped, so it
+// cannot hold up the others.
+func (a *AgentClient[T]) sendStatus(ctx context.Context, codec Codec[T], obj T, block *seqBlock) error {
+	seq := block.next
+	if seq < block.end {
+		block.next++
 	} else {
 		seq = a.seq.next() // past the block: ordered by when it is sent
 	}

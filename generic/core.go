@@ -144,7 +144,6 @@ type core[T Object] struct {
 	subs     []options.Subscription
 	logic    sideLogic
 	q        *queue.Queue[string, *task]
-	sessions sessions[T]
 
 	mu        sync.Mutex // guards state, startedAt and handlers before Start
 	state     lifecycle
@@ -192,7 +191,6 @@ func newCore[T Object](side Side, id string, tr options.Transport, lister Lister
 		cfg:      cfg,
 		log:      cfg.logger.WithValues("side", side, "id", id),
 		q:        queue.New[string, *task](laneCount, mergeTasks),
-		sessions: sessions[T]{m: make(map[sessionKey]*session[T])},
 	}
 	if cfg.publishQPS > 0 {
 		c.limiter = rate.NewLimiter(rate.Limit(cfg.publishQPS), cfg.publishBurst)

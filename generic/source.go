@@ -11,6 +11,7 @@ import (
 	cloudevents "github.com/cloudevents/sdk-go/v2"
 
 	"github.com/workwire/sdk-go/generic/types"
+	"github.com/workwire/sdk-go/internal/resync"
 	"github.com/workwire/sdk-go/options"
 )
 
@@ -22,9 +23,10 @@ import (
 //
 // It is goroutine-safe. Handlers run on its worker goroutines.
 type SourceClient[T Object] struct {
-	c     *core[T]
-	cfg   sourceConfig
-	order statusOrder
+	c        *core[T]
+	cfg      sourceConfig
+	order    statusOrder
+	sessions resync.Sessions[sessionKey, T, struct{}] // agents' spec resyncs
 }
 
 // NewSourceClient returns a source client for sourceID that sends through
@@ -181,13 +183,14 @@ func (s *SourceClient[T]) handleEvent(ctx context.Context, t *task) error {
 	return nil
 }
 
-// answerResync answers one batch of an agent's spec resync request: it
-// sends every resource the batch names whose version is older than ours (or
-// that is being deleted), a delete_request for every resource it names that
-// we no longer have, and, with the last batch, every resource no batch named.
+// answerResync answers one batch of an agent's spec resync request as
+// package resync decides: it sends every resource the batch names whose
+// version is older than ours (or that is being deleted), a delete_request
+// for every resource it names that we no longer have and that is ours to
+// delete, and, with the last batch, every resource no batch named.
 func (s *SourceClient[T]) answerResync(ctx context.Context, cluster string, dt types.DataType, batch *cloudevents.Event) error {
 	c := s.c
-	resyncID, index, total, err := batchInfo(batch)
+	resyncID, index, total, err := resync.BatchOf(batch)
 	if err != nil {
 		return malformed(err)
 	}
@@ -195,95 +198,100 @@ func (s *SourceClient[T]) answerResync(ctx context.Context, cluster string, dt t
 	if err != nil {
 		return malformed(err)
 	}
-	// Only entries the agent says are ours may be deleted as orphans: every
-	// source hears every agent's resync, and an unattributed entry may be
-	// another source's resource.
 	eventSource, _, err := types.StringExtension(batch, types.ExtOriginalSource)
 	if err != nil {
 		return malformed(err)
 	}
-	ours := func(e types.ResourceVersion) bool {
-		src := e.EntrySource(eventSource)
-		return s.cfg.orphanDeletion != KeepOrphans &&
-			(src == c.id || (src == "" && s.cfg.orphanDeletion == DeleteAllOrphans))
+	orphans := resync.Orphans{
+		Source:       c.id,
+		Unattributed: s.cfg.orphanDeletion == DeleteAllOrphans,
+		Never:        s.cfg.orphanDeletion == KeepOrphans,
+		Grace:        time.Since(c.started()) < s.cfg.orphanGrace,
 	}
-	graceful, kept := time.Since(c.started()) < s.cfg.orphanGrace, 0
-
 	seq, hasSeq, err := types.SequenceID(batch)
 	if err != nil {
 		return malformed(err)
 	}
 	key := sessionKey{peer: cluster, dt: dt}
-	sess, fresh := c.sessions.open(key, resyncID, total, c.cfg.sessionTTL, time.Now())
+	sess, fresh := s.sessions.Open(key, resyncID, total, c.cfg.sessionTTL, time.Now())
 	if fresh {
 		// The agent may have restarted with a sequence behind the one its
 		// earlier run left marks with.
 		s.order.resync(cluster, seq, hasSeq)
 		objs, err := c.lister.List(ListOptions{Source: c.id, ClusterName: cluster, DataType: dt})
 		if err != nil {
-			c.sessions.close(key, sess)
+			s.sessions.Close(key, sess)
 			return fmt.Errorf("list %s for spec resync of %s: %w", dt, cluster, err)
 		}
-		sess.mine = make(map[string]T, len(objs))
-		for _, o := range objs {
-			sess.mine[string(o.GetUID())] = o
-		}
+		sess.Hold(byUID(objs))
 	}
-	if sess.got[index] {
+	if sess.Answered(index) {
 		return nil // a redelivered batch
 	}
 	codec, err := c.codecs.get(dt)
 	if err != nil {
 		return &dropError{reason: DropUnknownDataType, err: err}
 	}
+	kept := 0
 	for _, e := range req.ResourceVersions {
-		obj, ok := sess.mine[e.ResourceID]
-		if ok {
-			sess.seen[e.ResourceID] = struct{}{}
-		}
-		if ok && obj.GetGeneration() < e.ResourceVersion {
-			repaired, err := s.repairVersion(ctx, obj, e.ResourceVersion)
-			if err != nil {
+		obj, ok := sess.Name(e.ResourceID)
+		v := resync.Spec(heldOf(obj, ok), ok, e, eventSource, orphans)
+		if v == resync.AgentAhead {
+			if obj, err = s.repairVersion(ctx, obj, e.ResourceVersion); err != nil {
 				return err
 			}
-			obj = repaired
+			v = resync.Spec(heldOf(obj, ok), ok, e, eventSource, orphans)
 		}
-		switch {
-		case ok && (obj.GetGeneration() > e.ResourceVersion || obj.GetDeletionTimestamp() != nil):
-			if err := s.sendSpec(ctx, codec, cluster, obj, true); err != nil {
-				return err
-			}
-			sess.sent++
-		case !ok && ours(e) && graceful:
+		switch v {
+		case resync.Send:
+			err = s.sendSpec(ctx, codec, cluster, obj, true)
+		case resync.DeleteOrphan:
+			err = s.sendOrphanDelete(ctx, dt, cluster, e)
+		case resync.KeepOrphan:
 			kept++
-		case !ok && ours(e):
-			if err := s.sendOrphanDelete(ctx, dt, cluster, e); err != nil {
-				return err
-			}
-			sess.sent++
+			continue
+		default:
+			continue
 		}
+		if err != nil {
+			return err
+		}
+		sess.Sent++
 	}
 	if kept > 0 {
 		c.log.V(2).Info("in the orphan grace period: orphans are kept for now", "cluster", cluster, "orphans", kept)
 	}
-	sess.got[index] = true
-	if len(sess.got) < sess.total {
+	if !sess.Finish(index) {
 		return nil
 	}
-	for id, obj := range sess.mine {
-		if _, named := sess.seen[id]; named {
-			continue
-		}
+	for id, obj := range sess.Unnamed() {
 		if err := s.sendSpec(ctx, codec, cluster, obj, false); err != nil {
 			return err
 		}
-		sess.seen[id] = struct{}{} // a retry after a failed send resumes here
-		sess.sent++
+		sess.Name(id) // a retry after a failed send resumes here
+		sess.Sent++
 	}
-	c.sessions.close(key, sess)
-	c.cfg.observer.ResyncAnswered(c.side, dt, sess.sent)
-	c.log.V(2).Info("answered spec resync", "cluster", cluster, "dataType", dt, "sent", sess.sent, "held", len(sess.mine))
+	s.sessions.Close(key, sess)
+	c.cfg.observer.ResyncAnswered(c.side, dt, sess.Sent)
+	c.log.V(2).Info("answered spec resync", "cluster", cluster, "dataType", dt, "sent", sess.Sent, "held", sess.Held())
 	return nil
+}
+
+// heldOf is what package resync needs to know of obj, if ok.
+func heldOf[T Object](obj T, ok bool) resync.Held {
+	if !ok {
+		return resync.Held{}
+	}
+	return resync.Held{Version: obj.GetGeneration(), Deleting: obj.GetDeletionTimestamp() != nil}
+}
+
+// byUID indexes objs by their UID, the resource ID.
+func byUID[T Object](objs []T) map[string]T {
+	m := make(map[string]T, len(objs))
+	for _, o := range objs {
+		m[string(o.GetUID())] = o
+	}
+	return m
 }
 
 // repairVersion asks a VersionRepairer lister to move obj past the version

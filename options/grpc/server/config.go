@@ -105,6 +105,15 @@ type Config struct {
 	// from it, and agents' status for those types is addressed to it.
 	// Default: DefaultSourceID.
 	SourceID string `json:"sourceID,omitempty"`
+	// OrphanGracePeriod is how long after Serve begins the server keeps
+	// orphans — resources an agent's spec resync names as this server's
+	// that its Service does not hold — instead of sending their
+	// delete_request: a Service still loading its store would otherwise
+	// have agents delete what it has not read yet. Default: 0.
+	OrphanGracePeriod options.Duration `json:"orphanGracePeriod,omitempty"`
+	// KeepOrphans never deletes orphans from agents: for Services that do
+	// not hold every resource they once sent. Default: false.
+	KeepOrphans bool `json:"keepOrphans,omitempty"`
 }
 
 // TLSConfig is the server side of TLS. Certificate files are re-read at each
@@ -154,6 +163,7 @@ func (c Config) Validate() error {
 	}
 	for name, d := range map[string]options.Duration{
 		"keepAliveTime": c.KeepAliveTime, "keepAliveTimeout": c.KeepAliveTimeout, "minClientPingInterval": c.MinClientPingInterval,
+		"orphanGracePeriod": c.OrphanGracePeriod,
 	} {
 		if d < 0 {
 			errs = append(errs, fmt.Errorf("%s %v: want 0 (default) or more", name, time.Duration(d)))

@@ -100,8 +100,9 @@ type Server struct {
 	queueBytes int
 	queueWait  time.Duration
 
-	reg    *registry
-	nextID atomic.Uint64
+	reg      *registry
+	nextID   atomic.Uint64
+	servedAt atomic.Int64 // when Serve began, Unix nanoseconds
 }
 
 // New returns a server for cfg. It validates cfg, registers the metrics and
@@ -219,6 +220,7 @@ const shutdownGrace = 5 * time.Second
 // fails first. lis is closed when Serve returns.
 func (s *Server) Serve(ctx context.Context, lis net.Listener) error {
 	gs := grpc.NewServer(s.serverOptions()...)
+	s.servedAt.CompareAndSwap(0, time.Now().UnixNano())
 	in := &instance{s: s, stopping: make(chan struct{})}
 	protocol.RegisterCloudEventServiceServer(gs, in)
 	errc := make(chan error, 1)
@@ -575,7 +577,7 @@ func (sub *subscriber) runWork(ctx context.Context) {
 // worker goroutine calls it.
 func (sub *subscriber) agentWork(s *Server) *agentWork {
 	if sub.state == nil {
-		sub.state = &agentWork{s: s, sub: sub, sessions: map[string]*resyncSession{}}
+		sub.state = &agentWork{s: s, sub: sub}
 	}
 	return sub.state
 }

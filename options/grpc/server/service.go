@@ -10,6 +10,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/workwire/sdk-go/generic/types"
+	"github.com/workwire/sdk-go/internal/resync"
 	"github.com/workwire/sdk-go/options"
 	"github.com/workwire/sdk-go/options/grpc/protocol"
 )
@@ -161,22 +162,17 @@ func (s *Server) handleStatus(ctx context.Context, b *binding, route options.Rou
 	return b.svc.HandleStatusUpdate(ctx, evt)
 }
 
-// resyncSession assembles the batches of one spec resync of one agent for
-// one data type. It is used only by the agent's worker goroutine.
-type resyncSession struct {
-	id   string
-	got  map[int]bool
-	seen map[string]bool
-	mine map[string]*cloudevents.Event
-}
-
 // agentWork is the Service state of one agent subscription, owned by its
 // worker goroutine.
 type agentWork struct {
 	s        *Server
 	sub      *subscriber
-	sessions map[string]*resyncSession // by data type
+	sessions resync.Sessions[string, *cloudevents.Event, struct{}] // by data type
 }
+
+// specResyncTTL is how long the batches of one spec resync may take to
+// arrive before the server forgets the ones it has.
+const specResyncTTL = time.Minute
 
 // agentReceiveLimit is the largest stream message an agent is known to
 // accept: gRPC's default receive limit, which OCM agents keep. A status
@@ -217,13 +213,15 @@ func (w *agentWork) requestStatusResync(ctx context.Context, b *binding) {
 }
 
 // answerSpecResync answers one batch of the agent's spec resync for b's
-// data type: every resource it names that the Service holds newer (or is
-// deleting), a delete_request for every resource it names and attributes to
-// this server that the Service no longer holds, and, with the last batch,
-// every resource of the agent's cluster no batch named.
+// data type as package resync decides (as a generic source does): every
+// resource it names that the Service holds newer (or is deleting), a
+// delete_request for every resource it names and attributes to this server
+// that the Service no longer holds, and, with the last batch, every
+// resource of the agent's cluster no batch named. A failure is logged; the
+// agent's next resync asks again.
 func (w *agentWork) answerSpecResync(ctx context.Context, b *binding, batch *cloudevents.Event) {
 	log := w.s.log.WithValues("dataType", b.dataType, "cluster", w.sub.cluster)
-	resyncID, index, total, err := batchInfo(batch)
+	resyncID, index, total, err := resync.BatchOf(batch)
 	if err != nil {
 		log.Error(err, "malformed spec resync; skipped")
 		return
@@ -233,63 +231,114 @@ func (w *agentWork) answerSpecResync(ctx context.Context, b *binding, batch *clo
 		log.Error(err, "malformed spec resync; skipped")
 		return
 	}
-	src, _, _ := types.StringExtension(batch, types.ExtOriginalSource)
+	eventSource, _, err := types.StringExtension(batch, types.ExtOriginalSource)
+	if err != nil {
+		log.Error(err, "malformed spec resync; skipped")
+		return
+	}
+	orphans := w.s.orphans()
 	key := b.dataType.String()
-	sess := w.sessions[key]
-	if sess == nil || sess.id != resyncID {
-		evts, err := b.svc.List(ctx, ListOptions{ClusterName: w.sub.cluster, DataType: key})
+	sess, fresh := w.sessions.Open(key, resyncID, total, specResyncTTL, time.Now())
+	if fresh {
+		held, err := w.list(ctx, b)
 		if err != nil {
-			log.Error(err, "list for spec resync; the agent's next resync retries")
+			w.sessions.Close(key, sess)
+			log.Error(err, "list for spec resync; the agent's next resync asks again")
 			return
 		}
-		sess = &resyncSession{id: resyncID, got: map[int]bool{}, seen: map[string]bool{}, mine: make(map[string]*cloudevents.Event, len(evts))}
-		for _, e := range evts {
-			if id, _, _ := types.StringExtension(e, types.ExtResourceID); id != "" {
-				sess.mine[id] = e
-			}
-		}
-		w.sessions[key] = sess
+		sess.Hold(held)
 	}
-	if sess.got[index] {
+	if sess.Answered(index) {
 		return
 	}
 	route := options.Route{Role: options.RoleSpec, Source: w.s.sourceID, Cluster: w.sub.cluster}
-	sent := 0
+	kept := 0
 	for _, e := range req.ResourceVersions {
-		sess.seen[e.ResourceID] = true
-		evt, ok := sess.mine[e.ResourceID]
-		switch {
-		case ok:
-			v, _, _ := types.Int64Extension(evt, types.ExtResourceVersion)
-			_, deleting, _ := types.TimeExtension(evt, types.ExtDeletionTimestamp)
-			if v > e.ResourceVersion || deleting {
-				if !w.send(ctx, route, b, evt) {
-					return
-				}
-				sent++
-			}
-		case e.EntrySource(src) == w.s.sourceID:
-			if !w.send(ctx, route, b, w.s.orphanDelete(b, w.sub.cluster, e)) {
-				return
-			}
-			sent++
+		evt, ok := sess.Name(e.ResourceID)
+		held, err := heldOf(evt, ok)
+		if err != nil {
+			log.Error(err, "spec from the service; skipped", "resourceID", e.ResourceID)
+			continue
 		}
-	}
-	sess.got[index] = true
-	if len(sess.got) < total {
-		return
-	}
-	for id, evt := range sess.mine {
-		if sess.seen[id] {
+		switch resync.Spec(held, ok, e, eventSource, orphans) {
+		case resync.Send:
+		case resync.DeleteOrphan:
+			evt = w.s.orphanDelete(b, w.sub.cluster, e)
+		case resync.KeepOrphan:
+			kept++
+			continue
+		case resync.AgentAhead:
+			log.V(2).Info("the agent holds a newer version than the service", "resourceID", e.ResourceID, "service", held.Version, "agent", e.ResourceVersion)
+			continue
+		default:
 			continue
 		}
 		if !w.send(ctx, route, b, evt) {
 			return
 		}
-		sent++
+		sess.Sent++
 	}
-	delete(w.sessions, key)
-	log.V(2).Info("answered spec resync", "sent", sent, "held", len(sess.mine))
+	if kept > 0 {
+		log.V(2).Info("in the orphan grace period: orphans are kept for now", "orphans", kept)
+	}
+	if !sess.Finish(index) {
+		return
+	}
+	for id, evt := range sess.Unnamed() {
+		if !w.send(ctx, route, b, evt) {
+			return
+		}
+		sess.Name(id)
+		sess.Sent++
+	}
+	w.sessions.Close(key, sess)
+	log.V(2).Info("answered spec resync", "sent", sess.Sent, "held", sess.Held())
+}
+
+// list returns the spec events of the agent's resources of b's data type
+// that the Service holds, by resource ID.
+func (w *agentWork) list(ctx context.Context, b *binding) (map[string]*cloudevents.Event, error) {
+	evts, err := b.svc.List(ctx, ListOptions{ClusterName: w.sub.cluster, DataType: b.dataType.String()})
+	if err != nil {
+		return nil, err
+	}
+	held := make(map[string]*cloudevents.Event, len(evts))
+	for _, e := range evts {
+		id, _, err := types.StringExtension(e, types.ExtResourceID)
+		if err != nil || id == "" {
+			w.s.log.Error(err, "a spec from the service without a resource ID; skipped", "dataType", b.dataType, "id", e.ID())
+			continue
+		}
+		held[id] = e
+	}
+	return held, nil
+}
+
+// heldOf is what package resync needs to know of a Service's spec event,
+// if ok.
+func heldOf(evt *cloudevents.Event, ok bool) (resync.Held, error) {
+	if !ok {
+		return resync.Held{}, nil
+	}
+	v, _, err := types.Int64Extension(evt, types.ExtResourceVersion)
+	if err != nil {
+		return resync.Held{}, err
+	}
+	_, deleting, err := types.TimeExtension(evt, types.ExtDeletionTimestamp)
+	if err != nil {
+		return resync.Held{}, err
+	}
+	return resync.Held{Version: v, Deleting: deleting}, nil
+}
+
+// orphans is the server's policy for what agents hold and its Services do
+// not.
+func (s *Server) orphans() resync.Orphans {
+	return resync.Orphans{
+		Source: s.sourceID,
+		Never:  s.cfg.KeepOrphans,
+		Grace:  time.Since(time.Unix(0, s.servedAt.Load())) < time.Duration(s.cfg.OrphanGracePeriod),
+	}
 }
 
 // send queues evt for the agent, waiting for room; false when the
@@ -323,31 +372,4 @@ func (s *Server) newEvent(et types.EventType) *cloudevents.Event {
 	evt.SetType(et.String())
 	evt.SetTime(time.Now())
 	return &evt
-}
-
-// batchInfo reads a resync event's batch extensions; an event without them
-// is a whole resync of its own.
-func batchInfo(evt *cloudevents.Event) (id string, index, total int, err error) {
-	id, ok, err := types.StringExtension(evt, types.ExtResyncID)
-	if err != nil {
-		return "", 0, 0, err
-	}
-	if !ok || id == "" {
-		return evt.ID(), 0, 1, nil
-	}
-	i, _, err := types.Int64Extension(evt, types.ExtResyncBatch)
-	if err != nil {
-		return "", 0, 0, err
-	}
-	n, ok, err := types.Int64Extension(evt, types.ExtResyncBatches)
-	if err != nil {
-		return "", 0, 0, err
-	}
-	if !ok {
-		n = 1
-	}
-	if n < 1 || n > 1<<20 || i < 0 || i >= n {
-		return "", 0, 0, fmt.Errorf("resync batch %d of %d is out of range", i, n)
-	}
-	return id, int(i), int(n), nil
 }

@@ -107,6 +107,40 @@ func TestServiceAnswersSpecResync(t *testing.T) {
 	}
 }
 
+// As a generic source does, the server keeps orphans when told to, and
+// during its grace period after it began serving: a Service still loading
+// must not have agents delete what it has not read yet.
+func TestServiceKeepsOrphansWhenToldTo(t *testing.T) {
+	for name, cfg := range map[string]server.Config{
+		"KeepOrphans":       {KeepOrphans: true},
+		"OrphanGracePeriod": {OrphanGracePeriod: options.Duration(time.Hour)},
+	} {
+		t.Run(name, func(t *testing.T) {
+			svc := server.NewMemoryService(dataType)
+			srv := grpctest.NewServerWithConfig(t, cfg, server.WithService(dataType, svc))
+			agent := newTransport(t, srv.Config())
+			recv := mustStart(t, agent, options.AgentSubscriptions("cluster1", []string{dataType}))
+			resync := event("resync", "spec.resync_request", map[string]string{
+				types.ExtClusterName: "cluster1", types.ExtOriginalSource: server.DefaultSourceID,
+			})
+			_ = resync.SetData(cloudevents.ApplicationJSON, types.ResourceVersionList{ResourceVersions: []types.ResourceVersion{
+				{ResourceID: "orphan", ResourceVersion: 3},
+			}})
+			if err := send(agent, options.Route{Role: options.RoleSpecResync, Cluster: "cluster1"}, resync); err != nil {
+				t.Fatal(err)
+			}
+			// A marker through the same queue: an answer would come before it.
+			if err := svc.Put(context.Background(), specFromService("marker", "cluster1", 1)); err != nil {
+				t.Fatal(err)
+			}
+			recv.Wait(t, "the marker", 10*time.Second, func() bool { _, ok := specsOf(recv)["marker"]; return ok })
+			if typ, ok := specsOf(recv)["orphan"]; ok {
+				t.Errorf("the orphan was sent a %s", typ)
+			}
+		})
+	}
+}
+
 // A peer that sends only the event (no route) is routed by the event's own
 // attributes; a request without the required attributes is refused.
 func TestPublishWithoutARoute(t *testing.T) {

@@ -1,4 +1,4 @@
-package generic
+package resync
 
 import (
 	"testing"
@@ -8,10 +8,10 @@ import (
 	"github.com/workwire/sdk-go/generic/types"
 )
 
-// FuzzBatchInfo feeds batchInfo the resync batch extensions as the MQTT
+// FuzzBatchOf feeds BatchOf the resync batch extensions as the MQTT
 // binding delivers them (strings, or absent), and checks that what it
 // accepts is a batch inside its request.
-func FuzzBatchInfo(f *testing.F) {
+func FuzzBatchOf(f *testing.F) {
 	f.Add("r1", "0", "1", true, true)
 	f.Add("r1", "2", "3", true, true)
 	f.Add("r1", "3", "3", true, true)
@@ -30,12 +30,12 @@ func FuzzBatchInfo(f *testing.F) {
 		if hasTotal {
 			evt.SetExtension(types.ExtResyncBatches, total)
 		}
-		gotID, i, n, err := batchInfo(&evt)
+		gotID, i, n, err := BatchOf(&evt)
 		if err != nil {
 			return
 		}
 		if gotID == "" || n < 1 || n > 1<<20 || i < 0 || i >= n {
-			t.Fatalf("batchInfo(%q, %q, %q) = %q, batch %d of %d", id, index, total, gotID, i, n)
+			t.Fatalf("BatchOf(%q, %q, %q) = %q, batch %d of %d", id, index, total, gotID, i, n)
 		}
 	})
 }

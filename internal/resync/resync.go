@@ -1,0 +1,216 @@
+// Package resync is how a resync request is answered, written once for the
+// generic clients (both roles) and the gRPC broker's Services: the batches
+// of one request assembled into a session over what the answering side held
+// when the request's first batch arrived, and the source's decision for each
+// entry of an agent's spec resync. It does no I/O.
+//
+// A resync request goes out as one event, or, on a transport whose size
+// limit it would exceed, as batches that share a resyncid. The answering
+// side answers each batch as it comes (what it names and is older or
+// different) and, once it has every batch, also sends what no batch named.
+// A lost batch only delays the latter to the next resync.
+package resync
+
+import (
+	"fmt"
+	"iter"
+	"sync"
+	"time"
+
+	cloudevents "github.com/cloudevents/sdk-go/v2"
+
+	"github.com/workwire/sdk-go/generic/types"
+)
+
+// BatchOf reads a resync event's batch extensions: the request's ID, this
+// batch's index and how many batches the request has. An event without
+// them is a whole request of its own, identified by its event ID.
+func BatchOf(evt *cloudevents.Event) (id string, index, total int, err error) {
+	id, ok, err := types.StringExtension(evt, types.ExtResyncID)
+	if err != nil {
+		return "", 0, 0, err
+	}
+	if !ok || id == "" {
+		return evt.ID(), 0, 1, nil
+	}
+	i, _, err := types.Int64Extension(evt, types.ExtResyncBatch)
+	if err != nil {
+		return "", 0, 0, err
+	}
+	n, ok, err := types.Int64Extension(evt, types.ExtResyncBatches)
+	if err != nil {
+		return "", 0, 0, err
+	}
+	if !ok {
+		n = 1
+	}
+	if n < 1 || n > 1<<20 || i < 0 || i >= n {
+		return "", 0, 0, fmt.Errorf("resync batch %d of %d is out of range", i, n)
+	}
+	return id, int(i), int(n), nil
+}
+
+// Session is one peer's resync request of one data type being answered. H
+// is what the answering side holds of a resource; X is the caller's own
+// state for the answer. A session is used by one goroutine at a time.
+type Session[H, X any] struct {
+	// ID is the request's.
+	ID string
+	// State is the caller's.
+	State X
+	// Sent counts what the answer sent, for the caller to report.
+	Sent int
+
+	created time.Time
+	total   int
+	got     map[int]bool
+	named   map[string]struct{}
+	held    map[string]H
+}
+
+// Hold sets what the answering side holds, by resource ID: called once, on
+// a fresh session, before any batch is answered.
+func (s *Session[H, X]) Hold(held map[string]H) { s.held = held }
+
+// Held returns how many resources the answering side held.
+func (s *Session[H, X]) Held() int { return len(s.held) }
+
+// Answered reports whether batch index was answered already: a redelivery,
+// which needs no answer.
+func (s *Session[H, X]) Answered(index int) bool { return s.got[index] }
+
+// Name returns what is held of the resource id an entry names, and marks it
+// named so that Unnamed skips it.
+func (s *Session[H, X]) Name(id string) (h H, ok bool) {
+	h, ok = s.held[id]
+	if ok {
+		s.named[id] = struct{}{}
+	}
+	return h, ok
+}
+
+// Finish marks batch index answered and reports whether every batch is.
+func (s *Session[H, X]) Finish(index int) (complete bool) {
+	s.got[index] = true
+	return len(s.got) >= s.total
+}
+
+// Unnamed yields the held resources no batch named, which the request's
+// sender lacks. The caller marks each it sent with Name, so a retry after a
+// failed send resumes where it stopped.
+func (s *Session[H, X]) Unnamed() iter.Seq2[string, H] {
+	return func(yield func(string, H) bool) {
+		for id, h := range s.held {
+			if _, named := s.named[id]; named {
+				continue
+			}
+			if !yield(id, h) {
+				return
+			}
+		}
+	}
+}
+
+// Sessions holds the requests being answered, one per key (a peer and a
+// data type). It is goroutine-safe; each session is used by the one worker
+// that owns its key.
+type Sessions[K comparable, H, X any] struct {
+	mu sync.Mutex
+	m  map[K]*Session[H, X]
+}
+
+// Open returns the session of request id of total batches for key. A batch
+// of another request from the same key replaces the old session: the newer
+// request supersedes it. Sessions older than ttl are swept. fresh is true
+// for a new session, which the caller fills with Hold.
+func (s *Sessions[K, H, X]) Open(key K, id string, total int, ttl time.Duration, now time.Time) (sess *Session[H, X], fresh bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if old, ok := s.m[key]; ok && old.ID == id {
+		return old, false
+	}
+	for k, old := range s.m {
+		if now.Sub(old.created) > ttl {
+			delete(s.m, k)
+		}
+	}
+	if s.m == nil {
+		s.m = make(map[K]*Session[H, X])
+	}
+	sess = &Session[H, X]{ID: id, created: now, total: total, got: make(map[int]bool), named: make(map[string]struct{})}
+	s.m[key] = sess
+	return sess, true
+}
+
+// Close forgets sess, answered or abandoned.
+func (s *Sessions[K, H, X]) Close(key K, sess *Session[H, X]) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.m[key] == sess {
+		delete(s.m, key)
+	}
+}
+
+// Verdict is a source's answer to one entry of an agent's spec resync.
+type Verdict int
+
+const (
+	// Skip: nothing to send.
+	Skip Verdict = iota
+	// Send: send the source's spec, newer than the agent's or being
+	// deleted (an update_request, or a delete_request).
+	Send
+	// AgentAhead: the agent holds a newer version than the source (a
+	// source that lost its versions); a source that can moves its own past
+	// it and decides again.
+	AgentAhead
+	// DeleteOrphan: the agent holds a resource of this source that the
+	// source no longer has; send a delete_request.
+	DeleteOrphan
+	// KeepOrphan: as DeleteOrphan, but in the source's grace period after
+	// it started, while what it holds may still be loading.
+	KeepOrphan
+)
+
+// Held is what a source holds of one resource.
+type Held struct {
+	Version  int64
+	Deleting bool
+}
+
+// Orphans is a source's policy for resources an agent holds and it does
+// not: every source hears every agent's spec resync, so it deletes only
+// what the agent attributes to it.
+type Orphans struct {
+	// Source is the source's ID.
+	Source string
+	// Unattributed also deletes entries the agent attributes to no source
+	// (a peer that does not say).
+	Unattributed bool
+	// Never deletes none.
+	Never bool
+	// Grace keeps them for now (counted as KeepOrphan).
+	Grace bool
+}
+
+// Spec decides a source's answer to entry e of an agent's spec resync
+// whose event names eventSource (its originalsource, the default source of
+// its entries): held is what the source holds of e's resource, if ok.
+func Spec(held Held, ok bool, e types.ResourceVersion, eventSource string, o Orphans) Verdict {
+	switch {
+	case ok && (held.Deleting || held.Version > e.ResourceVersion):
+		return Send
+	case ok && held.Version < e.ResourceVersion:
+		return AgentAhead
+	case ok:
+		return Skip
+	}
+	src := e.EntrySource(eventSource)
+	if o.Never || !(src == o.Source || (src == "" && o.Unattributed)) {
+		return Skip
+	}
+	if o.Grace {
+		return KeepOrphan
+	}
+	return DeleteOrphan
+}

@@ -1,0 +1,102 @@
+package resync
+
+import (
+	"maps"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/workwire/sdk-go/generic/types"
+)
+
+func TestSpec(t *testing.T) {
+	own := Orphans{Source: "hub1"}
+	entry := func(version int64, source string) types.ResourceVersion {
+		return types.ResourceVersion{ResourceID: "r1", ResourceVersion: version, OriginalSource: source}
+	}
+	tests := []struct {
+		name        string
+		held        Held
+		ok          bool
+		e           types.ResourceVersion
+		eventSource string
+		o           Orphans
+		want        Verdict
+	}{
+		{"the source holds newer", Held{Version: 3}, true, entry(2, ""), "", own, Send},
+		{"the agent holds the same", Held{Version: 3}, true, entry(3, ""), "", own, Skip},
+		{"the source is deleting it", Held{Version: 3, Deleting: true}, true, entry(3, ""), "", own, Send},
+		{"the agent holds newer", Held{Version: 3}, true, entry(4, ""), "", own, AgentAhead},
+		{"the agent holds newer of one being deleted", Held{Version: 3, Deleting: true}, true, entry(4, ""), "", own, Send},
+		{"an orphan the event attributes to us", Held{}, false, entry(1, ""), "hub1", own, DeleteOrphan},
+		{"an orphan the entry attributes to us", Held{}, false, entry(1, "hub1"), "hub2", own, DeleteOrphan},
+		{"another source's", Held{}, false, entry(1, "hub2"), "hub1", own, Skip},
+		{"unattributed", Held{}, false, entry(1, ""), "", own, Skip},
+		{"unattributed, deleted when told to", Held{}, false, entry(1, ""), "", Orphans{Source: "hub1", Unattributed: true}, DeleteOrphan},
+		{"ours, kept by choice", Held{}, false, entry(1, "hub1"), "", Orphans{Source: "hub1", Never: true}, Skip},
+		{"ours, in the grace period", Held{}, false, entry(1, "hub1"), "", Orphans{Source: "hub1", Grace: true}, KeepOrphan},
+		{"another's, in the grace period", Held{}, false, entry(1, "hub2"), "", Orphans{Source: "hub1", Grace: true}, Skip},
+	}
+	for _, tt := range tests {
+		if got := Spec(tt.held, tt.ok, tt.e, tt.eventSource, tt.o); got != tt.want {
+			t.Errorf("%s: %v, want %v", tt.name, got, tt.want)
+		}
+	}
+}
+
+// The batches of one request form one session: a redelivered batch is
+// answered once, what no batch named comes with the last one, and a retry
+// of that after a failed send resumes where it stopped.
+func TestSessionAssemblesBatches(t *testing.T) {
+	var ss Sessions[string, int, struct{}]
+	now := time.Now()
+	s, fresh := ss.Open("c1", "req1", 2, time.Minute, now)
+	if !fresh {
+		t.Fatal("the first batch's session is not fresh")
+	}
+	s.Hold(map[string]int{"a": 1, "b": 2, "c": 3, "d": 4})
+	if _, ok := s.Name("a"); !ok {
+		t.Error("a is not held")
+	}
+	if _, ok := s.Name("zz"); ok {
+		t.Error("zz is held")
+	}
+	if s.Finish(0) {
+		t.Fatal("complete after one batch of two")
+	}
+	again, fresh := ss.Open("c1", "req1", 2, time.Minute, now)
+	if fresh || again != s || !again.Answered(0) || again.Answered(1) {
+		t.Fatalf("the second batch's session: fresh %v, same %v", fresh, again == s)
+	}
+	s.Name("b")
+	if !s.Finish(1) {
+		t.Fatal("not complete after both batches")
+	}
+	var first string
+	for id := range s.Unnamed() {
+		first = id // the send of this one fails: not marked
+		break
+	}
+	var rest []string
+	for id := range s.Unnamed() {
+		rest = append(rest, id)
+		s.Name(id)
+	}
+	slices.Sort(rest)
+	if !slices.Equal(rest, []string{"c", "d"}) || (first != "c" && first != "d") {
+		t.Errorf("unnamed: first try %q, then %v; want c and d", first, rest)
+	}
+	if n := len(maps.Collect(s.Unnamed())); n != 0 {
+		t.Errorf("%d unnamed after all were sent", n)
+	}
+
+	// A newer request replaces the session; old ones are swept.
+	newer, fresh := ss.Open("c1", "req2", 1, time.Minute, now)
+	if !fresh || newer == s {
+		t.Error("a newer request did not get a session of its own")
+	}
+	ss.Open("c2", "req3", 1, time.Minute, now.Add(2*time.Minute))
+	if _, fresh := ss.Open("c1", "req2", 1, time.Minute, now.Add(2*time.Minute)); !fresh {
+		t.Error("a session past its TTL was not swept")
+	}
+}
