@@ -434,7 +434,7 @@ func (c *core[T]) run(key string, t *task) {
 	}
 	if t.attempt < c.cfg.maxRetries && !c.q.Pending(key) {
 		t.attempt++
-		delay := retryDelay(t.attempt)
+		delay := taskRetry.Delay(t.attempt - 1)
 		c.log.V(2).Info("retrying", "key", key, "attempt", t.attempt, "after", delay, "err", err)
 		c.q.AddAfter(key, t.lane, t, delay, (*task).done)
 		return
@@ -476,12 +476,9 @@ func safely(fn func() error) (err error) {
 	return fn()
 }
 
-// retryDelay is 100ms doubling per attempt up to 10s, with jitter.
-func retryDelay(attempt int) time.Duration {
-	d := 100 * time.Millisecond << min(attempt-1, 7)
-	d = min(d, 10*time.Second)
-	return d/2 + rand.N(d/2+1)
-}
+// taskRetry paces the retries of a failed task: 100ms doubling per attempt
+// up to 10s, with jitter.
+var taskRetry = options.Backoff{Min: 100 * time.Millisecond, Max: 10 * time.Second}
 
 func (c *core[T]) periodicResync() {
 	defer c.wg.Done()

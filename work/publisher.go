@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"strconv"
 	"sync"
 	"time"
@@ -22,6 +21,10 @@ import (
 // what delivers the change (the peer's next resync finds it missing).
 // Permanent errors (see permanent) are not retried.
 const publishAttempts = 8
+
+// publishRetry paces them: 200ms doubling per attempt up to 30s, with
+// jitter.
+var publishRetry = options.Backoff{Min: 200 * time.Millisecond, Max: 30 * time.Second}
 
 // permanent reports whether err is one that sending the same snapshot
 // again cannot fix: the event is larger than the transport or its broker
@@ -154,8 +157,7 @@ func (p *publisher) run() {
 				"work", t.w.Namespace+"/"+t.w.Name, "uid", t.w.UID, "generation", t.w.Generation)
 		case t.attempt+1 < publishAttempts && !p.q.Pending(uid):
 			t.attempt++
-			d := min(100*time.Millisecond<<t.attempt, 30*time.Second)
-			d = d/2 + rand.N(d/2+1)
+			d := publishRetry.Delay(t.attempt - 1)
 			p.log.V(2).Info("publish failed; retrying", "work", t.w.Namespace+"/"+t.w.Name, "attempt", t.attempt, "after", d, "err", err)
 			p.q.AddAfter(uid, lane(t.w), t, d, nil)
 		default:
