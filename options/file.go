@@ -2,6 +2,7 @@ package options
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
 	"os"
@@ -9,6 +10,8 @@ import (
 	"strings"
 	"time"
 
+	yamlv3 "go.yaml.in/yaml/v3"
+	kjson "sigs.k8s.io/json"
 	"sigs.k8s.io/yaml"
 )
 
@@ -26,9 +29,69 @@ func LoadFile(path string, into any) error {
 	return nil
 }
 
-// Unmarshal decodes YAML or JSON (JSON is YAML) into into, strictly.
+// Unmarshal decodes YAML or JSON (JSON is YAML) into into as Kubernetes
+// decodes its objects: keys match field names exactly (case-sensitive), and
+// unknown or duplicate keys are errors. Errors say the line of the file.
 func Unmarshal(data []byte, into any) error {
-	return yaml.UnmarshalStrict(data, into)
+	j, err := yaml.YAMLToJSONStrict(data)
+	if err != nil {
+		return errors.New(strings.TrimPrefix(err.Error(), "error converting YAML to JSON: "))
+	}
+	strict, err := kjson.UnmarshalStrict(j, into)
+	var typeErr *json.UnmarshalTypeError
+	switch {
+	case errors.As(err, &typeErr) && typeErr.Field != "":
+		return fmt.Errorf("%s%s: want %s, not %s", lineOf(data, typeErr.Field), typeErr.Field, typeErr.Type, typeErr.Value)
+	case err != nil:
+		return err
+	}
+	errs := make([]error, 0, len(strict))
+	for _, e := range strict {
+		if fe, ok := e.(kjson.FieldError); ok {
+			e = fmt.Errorf("%s%w", lineOf(data, fe.FieldPath()), e)
+		}
+		errs = append(errs, e)
+	}
+	return errors.Join(errs...)
+}
+
+// lineOf returns "line N: " for the key at path ("tls.caFile",
+// "brokers[1]") in the YAML document data, or "" if it cannot tell.
+func lineOf(data []byte, path string) string {
+	var doc yamlv3.Node
+	if yamlv3.Unmarshal(data, &doc) != nil || len(doc.Content) == 0 {
+		return ""
+	}
+	node, line := doc.Content[0], 0
+	for _, seg := range strings.Split(path, ".") {
+		key, index, hasIndex := strings.Cut(seg, "[")
+		var found bool
+		if node, line, found = child(node, key); !found {
+			return ""
+		}
+		if hasIndex {
+			i, err := strconv.Atoi(strings.TrimSuffix(index, "]"))
+			if err != nil || node.Kind != yamlv3.SequenceNode || i < 0 || i >= len(node.Content) {
+				return ""
+			}
+			node = node.Content[i]
+			line = node.Line
+		}
+	}
+	return fmt.Sprintf("line %d: ", line)
+}
+
+// child returns the value of key in the mapping node n, and the key's line.
+func child(n *yamlv3.Node, key string) (*yamlv3.Node, int, bool) {
+	if n.Kind != yamlv3.MappingNode {
+		return nil, 0, false
+	}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		if n.Content[i].Value == key {
+			return n.Content[i+1], n.Content[i].Line, true
+		}
+	}
+	return nil, 0, false
 }
 
 // Duration is a time.Duration that config files write as "30s", "5m" or a

@@ -244,3 +244,52 @@ func TestRouteValidateNamesItsIDs(t *testing.T) {
 		t.Errorf("a valid route: %v", err)
 	}
 }
+
+// Config files decode as Kubernetes decodes objects: a key in the wrong
+// case is unknown, not silently matched; and every error says where.
+func TestUnmarshalIsCaseSensitiveAndSaysWhere(t *testing.T) {
+	type tls struct {
+		CAFile string `json:"caFile,omitempty"`
+	}
+	type config struct {
+		BrokerHost string   `json:"brokerHost"`
+		KeepAlive  Duration `json:"keepAlive,omitempty"`
+		Retries    int      `json:"retries,omitempty"`
+		TLS        tls      `json:"tls,omitempty"`
+		Brokers    []string `json:"brokers,omitempty"`
+		Peers      []tls    `json:"peers,omitempty"`
+	}
+	tests := []struct {
+		name, doc string
+		want      []string // each must appear in the error
+	}{
+		{"a key in another case", "brokerHost: a:1\nBROKERHOST: b:1\n", []string{`line 2: unknown field "BROKERHOST"`}},
+		{"a nested key in another case", "brokerHost: a:1\ntls:\n  cafile: /ca.pem\n", []string{`line 3: unknown field "tls.cafile"`}},
+		{"a value of the wrong type", "brokerHost: a:1\n\nretries: many\n", []string{"line 3: retries: want int, not string"}},
+		{"a wrong type in a list", "brokerHost: a:1\nbrokers:\n- a:1\n- {x: 1}\n", []string{"line 2: brokers: want string, not object"}},
+		{"a key in another case in a list", "peers:\n- caFile: /a.pem\n- cafile: /b.pem\n", []string{`line 3: unknown field "peers[1].cafile"`}},
+		{"a YAML syntax error", "brokerHost: a:1\ntls: [\n", []string{"yaml: line"}},
+		{"a duplicate key", "brokerHost: a:1\nretries: 1\nretries: 2\n", []string{"line 3", "retries"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var c config
+			err := Unmarshal([]byte(tt.doc), &c)
+			if err == nil {
+				t.Fatal("no error")
+			}
+			for _, w := range tt.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q lacks %q", err, w)
+				}
+			}
+			if strings.Contains(err.Error(), "JSON") {
+				t.Errorf("error %q speaks of JSON in a YAML file", err)
+			}
+		})
+	}
+	var c config
+	if err := Unmarshal([]byte("brokerHost: a:1\nkeepAlive: 30s\ntls: {caFile: /ca.pem}\n"), &c); err != nil || c.TLS.CAFile != "/ca.pem" || c.KeepAlive != Duration(30*time.Second) {
+		t.Errorf("a good file: %+v, %v", c, err)
+	}
+}
