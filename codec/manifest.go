@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 
 	cloudevents "github.com/cloudevents/sdk-go/v2"
 	workv1 "open-cluster-management.io/api/work/v1"
@@ -42,7 +43,8 @@ func (*ManifestCodec) DataType() types.DataType { return ManifestsDataType }
 // its manifest config (at most one); a delete_request carries no data. The
 // data of a status event (update_request) is a ManifestStatus: the work's
 // conditions, and its only manifest condition (at most one) with the JsonRaw
-// feedback value named ContentStatusFeedbackName, if any, as contentStatus.
+// feedback value named ContentStatusFeedbackName, if any, as contentStatus
+// (and not again among the statusFeedback values).
 //
 // Errors are *Error values. Encode does not modify work, and is safe for
 // concurrent use.
@@ -85,7 +87,12 @@ func encodeManifestStatus(work *workv1.ManifestWork) ([]byte, error) {
 			if !isJSONObject(*v) {
 				return nil, atField(fmt.Sprintf("status.resourceStatus.manifests[0].statusFeedback %q", ContentStatusFeedbackName), errors.New("jsonRaw is not a JSON object"))
 			}
+			// Sent once, as contentStatus (seed 000's shape); Decode turns
+			// it back into the feedback value.
 			s.ContentStatus = json.RawMessage(*v)
+			s.StatusFeedback.Values = slices.DeleteFunc(slices.Clone(s.StatusFeedback.Values), func(v workv1.FeedbackValue) bool {
+				return v.Name == ContentStatusFeedbackName
+			})
 		}
 	default:
 		return nil, atField("status.resourceStatus.manifests", fmt.Errorf("%d manifest conditions, but the manifests codec carries one: use manifestbundles", len(mcs)))

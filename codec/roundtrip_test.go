@@ -291,6 +291,16 @@ func TestManifestStatusWire(t *testing.T) {
 	if string(data["contentStatus"]) != deploymentStatusJSON {
 		t.Errorf("contentStatus = %s", data["contentStatus"])
 	}
+	// The resource's status is sent once: not again as a feedback value.
+	var feedback workv1.StatusFeedbackResult
+	if err := json.Unmarshal(data["statusFeedback"], &feedback); err != nil {
+		t.Fatal(err)
+	}
+	for _, v := range feedback.Values {
+		if v.Name == ContentStatusFeedbackName {
+			t.Errorf("statusFeedback carries the content status too: %s", data["statusFeedback"])
+		}
+	}
 }
 
 // TestResourceStatusForms: the three accepted forms of resourceStatus decode
