@@ -54,6 +54,7 @@ type Transport struct {
 	client    *paho.Client // nil while disconnected
 	connDone  context.Context
 	maxPacket uint32 // the broker's announced limit, 0 if none
+	silent    silentLimit
 	recv      options.Receiver
 	subs      []paho.SubscribeOptions
 
@@ -460,21 +461,88 @@ func (t *Transport) Send(ctx context.Context, route options.Route, evt *cloudeve
 	if err := mqttpaho.WritePubMessage(ctx, binding.ToMessage(evt), pub); err != nil {
 		return fmt.Errorf("mqtt: encode event %s: %w", evt.ID(), err)
 	}
-	if limit := t.limit(maxPacket); limit > 0 {
-		if size := packetSize(pub); size > limit {
-			return fmt.Errorf("mqtt: event %s of type %s: %w: %d bytes, limit %d", evt.ID(), evt.Type(), options.ErrTooLarge, size, limit)
-		}
+	size := packetSize(pub)
+	if limit := t.limit(maxPacket); limit > 0 && size > limit {
+		return fmt.Errorf("mqtt: event %s of type %s: %w: %d bytes, limit %d", evt.ID(), evt.Type(), options.ErrTooLarge, size, limit)
+	}
+	t.mu.Lock()
+	inferred := t.silent.refuses(size)
+	t.mu.Unlock()
+	if inferred > 0 {
+		return fmt.Errorf("mqtt: event %s of type %s: %w: %d bytes; the broker announced no limit, but dropped the connection twice when sent %d bytes or more",
+			evt.ID(), evt.Type(), options.ErrTooLarge, size, inferred)
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	defer context.AfterFunc(connDone, cancel)()
 	if _, err := cli.Publish(ctx, pub); err != nil {
-		if lostConnection(cli, err) {
-			return fmt.Errorf("mqtt: publish to %s: %w: %w", topic, options.ErrNotConnected, err)
+		if !lostConnection(cli, err) {
+			return fmt.Errorf("mqtt: publish to %s: %w", topic, err)
 		}
-		return fmt.Errorf("mqtt: publish to %s: %w", topic, err)
+		t.mu.Lock()
+		inferred := t.silent.dropped(size)
+		t.mu.Unlock()
+		if inferred > 0 {
+			return fmt.Errorf("mqtt: publish to %s: %w: %d bytes; the broker announced no limit, but dropped the connection twice when sent %d bytes or more (%w)",
+				topic, options.ErrTooLarge, size, inferred, err)
+		}
+		return fmt.Errorf("mqtt: publish to %s: %w: %w", topic, options.ErrNotConnected, err)
 	}
+	t.mu.Lock()
+	t.silent.sent(size)
+	t.mu.Unlock()
 	return nil
+}
+
+// minSilentLimit is the smallest packet size silentLimit infers: brokers'
+// limits are far larger (AWS IoT's is 128 KiB), and an event smaller than
+// this is never suspected.
+const minSilentLimit = 64 << 10
+
+// silentLimit infers the packet size limit of a broker that enforces one
+// it does not announce, by dropping the connection of a client that sends
+// a larger packet: an event sent again and again would drop the connection
+// again and again, taking every publish in flight with it. Two drops while
+// a packet larger than any the broker accepted was in flight — the second
+// at least as large as the first — make packets of the first one's size
+// and more too large. A packet that large getting through undoes it. Only
+// packets over minSilentLimit count. Guarded by the transport's mu.
+type silentLimit struct {
+	largestSent int // the largest packet the broker acknowledged
+	suspect     int // the size of a packet in flight at a drop; 0 for none
+	inferred    int // packets this large or larger are refused; 0 for none
+}
+
+// refuses returns the inferred limit if size is over it, else 0.
+func (s *silentLimit) refuses(size int) int {
+	if s.inferred > 0 && size >= s.inferred {
+		return s.inferred
+	}
+	return 0
+}
+
+// dropped records that the connection dropped while a packet of size was
+// in flight, and returns the limit this infers, if it does.
+func (s *silentLimit) dropped(size int) int {
+	if size <= minSilentLimit || size <= s.largestSent {
+		return 0
+	}
+	if s.suspect > 0 && size >= s.suspect {
+		s.inferred = s.suspect
+		return s.inferred
+	}
+	if s.suspect == 0 || size < s.suspect {
+		s.suspect = size
+	}
+	return 0
+}
+
+// sent records a packet of size the broker acknowledged.
+func (s *silentLimit) sent(size int) {
+	s.largestSent = max(s.largestSent, size)
+	if s.suspect > 0 && size >= s.suspect {
+		s.suspect = 0
+	}
 }
 
 // lostConnection reports whether a publish failed because the connection

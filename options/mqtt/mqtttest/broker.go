@@ -42,6 +42,7 @@ type config struct {
 	addr          string
 	tls           *tls.Config
 	maxPacketSize uint32
+	silentMax     bool // enforce maxPacketSize without announcing it
 	logger        *slog.Logger
 }
 
@@ -51,9 +52,20 @@ func WithAddress(addr string) Option { return func(c *config) { c.addr = addr } 
 // WithTLS serves MQTT over TLS with c (set ClientAuth for mutual TLS).
 func WithTLS(c *tls.Config) Option { return func(c2 *config) { c2.tls = c } }
 
-// WithMaxPacketSize makes the broker announce and enforce a maximum packet
-// size, as cloud brokers do. Default: none.
-func WithMaxPacketSize(n uint32) Option { return func(c *config) { c.maxPacketSize = n } }
+// WithMaxPacketSize makes the broker announce a maximum packet size in
+// its CONNACK and enforce it, as cloud brokers do (Azure Event Grid's is
+// 512 KiB). Default: none.
+func WithMaxPacketSize(n uint32) Option {
+	return func(c *config) { c.maxPacketSize, c.silentMax = n, false }
+}
+
+// WithUnannouncedMaxPacketSize makes the broker enforce a maximum packet
+// size without announcing it: it drops the connection of a client that
+// sends a larger packet, as brokers configured with a limit their clients
+// are not told of do. Default: none.
+func WithUnannouncedMaxPacketSize(n uint32) Option {
+	return func(c *config) { c.maxPacketSize, c.silentMax = n, true }
+}
 
 // WithLogger sends the broker's logs to l. Default: discarded.
 func WithLogger(l *slog.Logger) Option { return func(c *config) { c.logger = l } }
@@ -113,6 +125,11 @@ func (b *Broker) serve(addr string) error {
 	srv := mochi.New(&mochi.Options{Capabilities: caps, Logger: b.cfg.logger, ClientNetWriteBufferSize: 64 << 10})
 	if err := srv.AddHook(new(auth.AllowHook), nil); err != nil {
 		return fmt.Errorf("mqtttest: %w", err)
+	}
+	if b.cfg.maxPacketSize > 0 && !b.cfg.silentMax {
+		if err := srv.AddHook(&announceHook{max: b.cfg.maxPacketSize}, nil); err != nil {
+			return fmt.Errorf("mqtttest: %w", err)
+		}
 	}
 	l := newListener("tcp", addr, b.cfg.tls, func(id string) { disconnectClients(srv, id) })
 	if err := srv.AddHook(&takeoverHook{srv: srv, ln: l}, nil); err != nil {
