@@ -142,58 +142,53 @@ func run(ctx context.Context, cfg config, out io.Writer) error {
 	fmt.Fprintf(out, "hub %s and %d agents (%s to %s) connected in %v\n", hubID, cfg.clusters,
 		clusterName(0), clusterName(cfg.clusters-1), time.Since(began).Round(time.Millisecond))
 
-	// 1. Create.
-	phase := time.Now()
-	for i := range cfg.works {
-		w := newWork(clusterName(i), fmt.Sprintf("web-%d", i), 1)
-		hubStore.put(w)
-		if err := hub.Publish(ctx, with(bundles, types.CreateRequest), w); err != nil {
-			return err
+	// 1. Create. Each phase shows its progress from its first publish.
+	if err := phase(ctx, out, "delivered and Available", func() error {
+		for i := range cfg.works {
+			w := newWork(clusterName(i), fmt.Sprintf("web-%d", i), 1)
+			hubStore.put(w)
+			if err := hub.Publish(ctx, with(bundles, types.CreateRequest), w); err != nil {
+				return err
+			}
 		}
-	}
-	if err := wait(ctx, out, "delivered and Available", phase, func() (int, int) { return hubStore.count(availableAt(1)), cfg.works }); err != nil {
+		return nil
+	}, func() (int, int) { return hubStore.count(availableAt(1)), cfg.works }); err != nil {
 		return err
 	}
 
 	// 2. Update every other work to two replicas: a new generation.
-	phase = time.Now()
-	updated := 0
-	for _, w := range hubStore.all() {
-		if updated*2 >= cfg.works {
-			break
+	updated := (cfg.works + 1) / 2
+	if err := phase(ctx, out, "updated to 2 replicas", func() error {
+		for _, w := range hubStore.all()[:updated] {
+			w = w.DeepCopy()
+			w.Generation++
+			w.Spec.Workload.Manifests[0] = deployment(w.Name, 2)
+			hubStore.put(w)
+			if err := hub.Publish(ctx, with(bundles, types.UpdateRequest), w); err != nil {
+				return err
+			}
 		}
-		w = w.DeepCopy()
-		w.Generation++
-		w.Spec.Workload.Manifests[0] = deployment(w.Name, 2)
-		hubStore.put(w)
-		if err := hub.Publish(ctx, with(bundles, types.UpdateRequest), w); err != nil {
-			return err
-		}
-		updated++
-	}
-	if err := wait(ctx, out, "updated to 2 replicas", phase, func() (int, int) { return hubStore.count(availableAt(2)), updated }); err != nil {
+		return nil
+	}, func() (int, int) { return hubStore.count(availableAt(2)), updated }); err != nil {
 		return err
 	}
 
 	// 3. Delete a third. The hub keeps each work until its agent reports it
 	// Deleted; a lost delete would be sent again by resync.
-	phase = time.Now()
-	deleted := 0
-	for _, w := range hubStore.all() {
-		if deleted*3 >= cfg.works {
-			break
-		}
-		w = w.DeepCopy()
-		w.Generation++
-		w.DeletionTimestamp = &metav1.Time{Time: time.Now()}
-		hubStore.put(w)
-		if err := hub.Publish(ctx, with(bundles, types.DeleteRequest), w); err != nil {
-			return err
-		}
-		deleted++
-	}
+	deleted := (cfg.works + 2) / 3
 	remaining := cfg.works - deleted
-	if err := wait(ctx, out, "deletes confirmed", phase, func() (int, int) { return cfg.works - hubStore.len(), deleted }); err != nil {
+	if err := phase(ctx, out, "deletes confirmed", func() error {
+		for _, w := range hubStore.all()[:deleted] {
+			w = w.DeepCopy()
+			w.Generation++
+			w.DeletionTimestamp = &metav1.Time{Time: time.Now()}
+			hubStore.put(w)
+			if err := hub.Publish(ctx, with(bundles, types.DeleteRequest), w); err != nil {
+				return err
+			}
+		}
+		return nil
+	}, func() (int, int) { return cfg.works - hubStore.len(), deleted }); err != nil {
 		return err
 	}
 
@@ -204,9 +199,13 @@ func run(ctx context.Context, cfg config, out io.Writer) error {
 
 func with(t types.EventType, a types.Action) types.EventType { t.Action = a; return t }
 
-// wait polls progress until done == want. On a terminal it shows the count
-// as it changes.
-func wait(ctx context.Context, out io.Writer, what string, began time.Time, progress func() (done, want int)) error {
+// phase runs publish on its own goroutine and polls progress until done ==
+// want and publish returned. On a terminal it shows the count as it
+// changes, from the start.
+func phase(ctx context.Context, out io.Writer, what string, publish func() error, progress func() (done, want int)) error {
+	began := time.Now()
+	published := make(chan error, 1)
+	go func() { published <- publish() }()
 	live := isTerminal(out)
 	last := -1
 	tick := time.NewTicker(10 * time.Millisecond)
@@ -217,7 +216,7 @@ func wait(ctx context.Context, out io.Writer, what string, began time.Time, prog
 			fmt.Fprintf(out, "\r%-24s %6d/%d", what, done, want)
 			last = done
 		}
-		if done >= want {
+		if done >= want && published == nil {
 			if live {
 				fmt.Fprint(out, "\r")
 			}
@@ -225,7 +224,15 @@ func wait(ctx context.Context, out io.Writer, what string, began time.Time, prog
 			return nil
 		}
 		select {
+		case err := <-published:
+			if err != nil {
+				return err
+			}
+			published = nil // done: a nil channel blocks
 		case <-ctx.Done():
+			if published != nil {
+				<-published // ends with ctx
+			}
 			fmt.Fprintln(out)
 			return fmt.Errorf("%s: %d of %d after %v: %w", what, done, want, time.Since(began).Round(time.Millisecond), ctx.Err())
 		case <-tick.C:
