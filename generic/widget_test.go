@@ -123,9 +123,8 @@ func hashWidget(w *widget) (string, error) {
 
 // store is a goroutine-safe map of widgets that lists like a Lister.
 type store struct {
-	mu   sync.Mutex
-	m    map[string]*widget
-	fail error // List returns it while set
+	mu sync.Mutex
+	m  map[string]*widget
 }
 
 func newStore(ws ...*widget) *store {
@@ -164,18 +163,9 @@ func (s *store) len() int {
 	return len(s.m)
 }
 
-func (s *store) setFail(err error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.fail = err
-}
-
 func (s *store) List(opts generic.ListOptions) ([]*widget, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.fail != nil {
-		return nil, s.fail
-	}
 	var out []*widget
 	for _, w := range s.m {
 		if opts.Source != "" && w.Annotations[sourceAnnotation] != opts.Source {

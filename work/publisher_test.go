@@ -91,16 +91,17 @@ func (l *errorLog) handle(_ context.Context, err error, _ string, kv ...any) {
 	l.kvs = append(l.kvs, kv)
 }
 
-// find returns the first recorded error that match accepts.
-func (l *errorLog) find(match func(err error, kv []any) bool) (error, []any, bool) {
+// find returns the first recorded error that match accepts, and its
+// key-value pairs; nil if none.
+func (l *errorLog) find(match func(err error, kv []any) bool) (kv []any, err error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	for i, err := range l.errs {
 		if match(err, l.kvs[i]) {
-			return err, l.kvs[i], true
+			return l.kvs[i], err
 		}
 	}
-	return nil, nil, false
+	return nil, nil
 }
 
 // A work too large for the transport fails at once, is reported once by
@@ -136,9 +137,8 @@ func TestOversizeWorkIsReportedNotRetried(t *testing.T) {
 	var reported error
 	var kv []any
 	eventually(t, "the big work reported", func() bool {
-		var ok bool
-		reported, kv, ok = log.find(func(err error, _ []any) bool { return errors.Is(err, options.ErrTooLarge) })
-		return ok
+		kv, reported = log.find(func(err error, _ []any) bool { return errors.Is(err, options.ErrTooLarge) })
+		return reported != nil
 	})
 	// Reported after one attempt: not retried.
 	if n := tr.refusals(big.UID); n != 1 {
@@ -147,9 +147,9 @@ func TestOversizeWorkIsReportedNotRetried(t *testing.T) {
 	if !strings.Contains(reported.Error(), "cluster1/big") || !strings.Contains(fmt.Sprint(kv...), "cluster1/big") {
 		t.Errorf("the report does not name the work: %v %v", reported, kv)
 	}
-	if _, _, again := log.find(func(err error, _ []any) bool {
+	if _, again := log.find(func(err error, _ []any) bool {
 		return errors.Is(err, options.ErrTooLarge) && err != reported
-	}); again {
+	}); again != nil {
 		t.Error("the big work was reported twice")
 	}
 }

@@ -1,6 +1,6 @@
 module github.com/workwire/sdk-go/internal/interop
 
-go 1.26.8
+go 1.26.0
 
 require (
 	github.com/cloudevents/sdk-go/v2 v2.16.2

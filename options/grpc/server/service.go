@@ -98,10 +98,7 @@ func (s *Server) serviceFor(dt types.DataType) *binding {
 func (s *Server) servicesFor(dataTypes []types.DataType) []*binding {
 	var out []*binding
 	if len(dataTypes) == 0 {
-		for _, b := range s.bindings {
-			out = append(out, b)
-		}
-		return out
+		return append(out, s.bindings...)
 	}
 	for _, dt := range dataTypes {
 		if b := s.serviceFor(dt); b != nil {
