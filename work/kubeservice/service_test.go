@@ -102,17 +102,22 @@ func newHub() *fake.Clientset {
 	return hub
 }
 
-// startService starts a Service over hub and its informer, and stops both
-// when the test ends.
-// startService starts a Service over hub and returns once its informer
-// watches: the fake clientset has no resourceVersions, so a work created
-// between the informer's list and its watch would never reach it.
+// startService starts a Service over hub and its informer, stops both when
+// the test ends, and returns once the informer watches: a work created
+// between the informer's list and its watch must not depend on how the
+// fake clientset resumes a watch.
 func startService(t *testing.T, hub *fake.Clientset, opts ...kubeservice.Option) *kubeservice.Service {
 	t.Helper()
 	watching := make(chan struct{})
 	var once sync.Once
 	hub.PrependWatchReactor("manifestworks", func(a clienttesting.Action) (bool, watch.Interface, error) {
-		w, err := hub.Tracker().Watch(a.GetResource(), a.GetNamespace())
+		opts := a.(clienttesting.WatchActionImpl).ListOptions
+		if opts.SendInitialEvents != nil && *opts.SendInitialEvents {
+			// The tracker sends no bookmark at the end of the initial
+			// events: the informer falls back to list and watch.
+			return true, nil, apierrors.NewBadRequest("the fake clientset does not serve watch-list")
+		}
+		w, err := hub.Tracker().Watch(a.GetResource(), a.GetNamespace(), opts)
 		once.Do(func() { close(watching) })
 		return true, w, err
 	})
