@@ -2,16 +2,17 @@ package options
 
 import (
 	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"fmt"
-	"os"
+
+	"github.com/workwire/sdk-go/internal/tlsfiles"
 )
 
 // TLSConfig is the TLS part of every transport's config. Setting any field
 // turns TLS on: a CA alone means TLS with server verification and no client
-// certificate. Client certificate and key files are re-read at each
-// handshake, so rotated certificates take effect on the next reconnect.
+// certificate. The CA bundle and the client certificate and key files are
+// read at each handshake (and parsed when they changed), so rotated files
+// take effect on the next reconnect.
 type TLSConfig struct {
 	// CAFile is a PEM bundle of CAs that verify the server. Empty: the system pool.
 	CAFile string `json:"caFile,omitempty"`
@@ -66,30 +67,26 @@ func (c TLSConfig) Build(defaultServerName string) (*tls.Config, error) {
 		errs = append(errs, fmt.Errorf("minVersion %q: want 1.2 or 1.3", c.MinVersion))
 	}
 	if c.CAFile != "" {
-		pem, err := os.ReadFile(c.CAFile)
-		if err != nil {
+		roots, err := tlsfiles.NewPool(c.CAFile)
+		switch {
+		case err != nil:
 			errs = append(errs, fmt.Errorf("caFile: %w", err))
-		} else {
-			pool := x509.NewCertPool()
-			if !pool.AppendCertsFromPEM(pem) {
-				errs = append(errs, fmt.Errorf("caFile %s: no PEM certificate found", c.CAFile))
-			}
-			cfg.RootCAs = pool
+		case !c.InsecureSkipVerify:
+			// crypto/tls reads RootCAs once; verifying here reads the
+			// bundle at each handshake, so a rotated CA takes effect on
+			// the next connection. The verification is crypto/tls's own.
+			cfg.InsecureSkipVerify = true //nolint:gosec // verified by VerifyConnection
+			cfg.VerifyConnection = func(cs tls.ConnectionState) error { return tlsfiles.VerifyServer(cs, roots) }
 		}
 	}
 	switch {
 	case c.CertFile != "" && c.KeyFile != "":
-		if _, err := tls.LoadX509KeyPair(c.CertFile, c.KeyFile); err != nil {
+		pair, err := tlsfiles.NewKeyPair(c.CertFile, c.KeyFile)
+		if err != nil {
 			errs = append(errs, fmt.Errorf("client certificate: %w", err))
+			break
 		}
-		certFile, keyFile := c.CertFile, c.KeyFile
-		cfg.GetClientCertificate = func(*tls.CertificateRequestInfo) (*tls.Certificate, error) {
-			cert, err := tls.LoadX509KeyPair(certFile, keyFile)
-			if err != nil {
-				return nil, fmt.Errorf("load client certificate: %w", err)
-			}
-			return &cert, nil
-		}
+		cfg.GetClientCertificate = func(*tls.CertificateRequestInfo) (*tls.Certificate, error) { return pair.Get() }
 	case c.CertFile != "" || c.KeyFile != "":
 		errs = append(errs, errors.New("clientCertFile and clientKeyFile must be set together"))
 	}

@@ -2,12 +2,11 @@ package server
 
 import (
 	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"fmt"
-	"os"
 	"time"
 
+	"github.com/workwire/sdk-go/internal/tlsfiles"
 	"github.com/workwire/sdk-go/options"
 )
 
@@ -116,8 +115,9 @@ type Config struct {
 	KeepOrphans bool `json:"keepOrphans,omitempty"`
 }
 
-// TLSConfig is the server side of TLS. Certificate files are re-read at each
-// handshake, so rotated certificates take effect without a restart.
+// TLSConfig is the server side of TLS. The certificate, key and client CA
+// files are read at each handshake (and parsed when they changed), so
+// rotated files take effect without a restart.
 type TLSConfig struct {
 	// CertFile and KeyFile are the server's PEM certificate and key.
 	CertFile string `json:"certFile,omitempty"`
@@ -200,28 +200,27 @@ func (c TLSConfig) Build() (*tls.Config, error) {
 	}
 	if c.CertFile == "" || c.KeyFile == "" {
 		errs = append(errs, errors.New("certFile and keyFile are required for TLS"))
-	} else if _, err := tls.LoadX509KeyPair(c.CertFile, c.KeyFile); err != nil {
+	} else if pair, err := tlsfiles.NewKeyPair(c.CertFile, c.KeyFile); err != nil {
 		errs = append(errs, fmt.Errorf("server certificate: %w", err))
 	} else {
-		certFile, keyFile := c.CertFile, c.KeyFile
-		cfg.GetCertificate = func(*tls.ClientHelloInfo) (*tls.Certificate, error) {
-			cert, err := tls.LoadX509KeyPair(certFile, keyFile)
-			if err != nil {
-				return nil, fmt.Errorf("load server certificate: %w", err)
-			}
-			return &cert, nil
-		}
+		cfg.GetCertificate = func(*tls.ClientHelloInfo) (*tls.Certificate, error) { return pair.Get() }
 	}
 	if c.ClientCAFile != "" {
-		pem, err := os.ReadFile(c.ClientCAFile)
+		clientCAs, err := tlsfiles.NewPool(c.ClientCAFile)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("clientCAFile: %w", err))
 		} else {
-			pool := x509.NewCertPool()
-			if !pool.AppendCertsFromPEM(pem) {
-				errs = append(errs, fmt.Errorf("clientCAFile %s: no PEM certificate found", c.ClientCAFile))
+			// A config per handshake, with the client CA bundle as its
+			// file holds it then: a rotated CA takes effect at once.
+			cfg.GetConfigForClient = func(*tls.ClientHelloInfo) (*tls.Config, error) {
+				pool, err := clientCAs.Get()
+				if err != nil {
+					return nil, fmt.Errorf("clientCAFile: %w", err)
+				}
+				c := cfg.Clone()
+				c.GetConfigForClient, c.ClientCAs = nil, pool
+				return c, nil
 			}
-			cfg.ClientCAs = pool
 		}
 		cfg.ClientAuth = tls.VerifyClientCertIfGiven
 		if c.RequireClientCert {

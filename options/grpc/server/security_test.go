@@ -331,3 +331,49 @@ func (f authFunc) Authenticate(ctx context.Context, c server.Credentials) (serve
 func contextWithTimeout(d time.Duration) (context.Context, context.CancelFunc) {
 	return context.WithTimeout(context.Background(), d)
 }
+
+// Rotated certificates, keys and CA bundles take effect on both sides
+// without a restart of either: after every file moved to another CA, the
+// agent reconnects to the same server, each verifying the other against the
+// new CA.
+func TestRotatedCAsTakeEffectWithoutARestart(t *testing.T) {
+	before, after := testcerts.NewCA(t), testcerts.NewCA(t)
+	dir := t.TempDir()
+	file := func(name string) string { return filepath.Join(dir, name) }
+	install := func(ca *testcerts.CA) {
+		t.Helper()
+		server, client := ca.Server(t, "broker"), ca.Client(t, "agent-cluster1")
+		for name, data := range map[string][]byte{
+			"server.crt": server.CertPEM, "server.key": server.KeyPEM, "server-ca.pem": ca.CertPEM,
+			"client.crt": client.CertPEM, "client.key": client.KeyPEM, "client-ca.pem": ca.CertPEM,
+		} {
+			// As a Secret volume rotates: a new file renamed into place.
+			if err := os.WriteFile(file(name+".new"), data, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Rename(file(name+".new"), file(name)); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	install(before)
+	srv := grpctest.NewServerWithConfig(t, server.Config{TLS: server.TLSConfig{
+		CertFile: file("server.crt"), KeyFile: file("server.key"), ClientCAFile: file("server-ca.pem"), RequireClientCert: true,
+	}},
+		server.WithAuthenticator(server.CertificateAuthenticator{}),
+		server.WithAuthorizer(server.StaticAuthorizer{Clusters: map[string][]string{"agent-cluster1": {"cluster1"}}}))
+	cfg := srv.Config()
+	cfg.TLS = options.TLSConfig{CAFile: file("client-ca.pem"), CertFile: file("client.crt"), KeyFile: file("client.key")}
+	agent := newTransport(t, cfg)
+	recv, err := start(t, agent, options.AgentSubscriptions("cluster1", []string{dataType}))
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	install(after)
+	connects := recv.Connects()
+	if err := srv.Restart(); err != nil {
+		t.Fatal(err)
+	}
+	recv.Wait(t, "the agent to reconnect with the rotated files", 20*time.Second, func() bool { return recv.Connects() > connects })
+}
