@@ -3,6 +3,9 @@ package mqtt_test
 import (
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -54,4 +57,47 @@ func ExampleNew() {
 	d := received.Deliveries()[0]
 	fmt.Println(d.Route.Role, d.Route.Source, d.Route.Cluster, d.Event.ID())
 	// Output: spec hub1 cluster1 e1
+}
+
+// LoadConfig reads workwire's own keys and OCM's MQTT config files alike,
+// strictly: a misspelt key is an error that says its line.
+func ExampleLoadConfig() {
+	dir, err := os.MkdirTemp("", "workwire-example")
+	if err != nil {
+		panic(err)
+	}
+	defer os.RemoveAll(dir)
+	load := func(name, yaml string) (mqtt.Config, error) {
+		path := filepath.Join(dir, name)
+		if err := os.WriteFile(path, []byte(yaml), 0o600); err != nil {
+			panic(err)
+		}
+		return mqtt.LoadConfig(path)
+	}
+
+	cfg, err := load("mqtt.yaml", "brokerHost: mqtt.example.com:8883\nlayout: ocm\nkeepAlive: 30s\nqos: 1\n")
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println(cfg.BrokerHost, cfg.Layout, time.Duration(cfg.KeepAlive), *cfg.QoS)
+
+	// The file an OCM work agent is given: its QoS keys and topic filters.
+	cfg, err = load("ocm.yaml", `brokerHost: mqtt.example.com:8883
+pubQoS: 1
+subQoS: 1
+topics:
+  sourceEvents: sources/hub1/clusters/cluster1/sourceevents
+  agentEvents: sources/hub1/clusters/cluster1/agentevents
+`)
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println(cfg.BrokerHost, *cfg.QoS, cfg.Topics.Spec)
+
+	_, err = load("typo.yaml", "brokerHost: mqtt.example.com:8883\nkeepalive: 30s\n")
+	fmt.Println(err != nil && strings.Contains(err.Error(), `line 2: unknown field "keepalive"`))
+	// Output:
+	// mqtt.example.com:8883 ocm 30s 1
+	// mqtt.example.com:8883 1 sources/{source}/clusters/{cluster}/sourceevents
+	// true
 }
