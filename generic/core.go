@@ -228,6 +228,12 @@ func (c *core[T]) start(ctx context.Context) error {
 		c.mu.Unlock()
 		return ErrClosed
 	}
+	if !c.cfg.loggerSet {
+		if l, err := logr.FromContext(ctx); err == nil {
+			c.log = l.WithValues("side", c.side, "id", c.id)
+			c.ctx = logr.NewContext(c.ctx, c.log)
+		}
+	}
 	c.state = stateStarted
 	c.startedAt = time.Now()
 	c.mu.Unlock()

@@ -42,6 +42,7 @@ type ErrorHandler func(ctx context.Context, err error, msg string, keysAndValues
 
 type config struct {
 	logger         logr.Logger
+	loggerSet      bool // by WithLogger; otherwise Start's context's is taken
 	errorHandler   ErrorHandler
 	observer       Observer
 	workers        int
@@ -128,9 +129,13 @@ type agentOption func(*agentConfig)
 
 func (o agentOption) applyAgent(c *agentConfig) { o(c) }
 
-// WithLogger sets the client's logger. Default: klog.Background(). Lifecycle
-// at V(0), connects and resyncs at V(2), each event at V(4), payloads at V(5).
-func WithLogger(l logr.Logger) Option { return option(func(c *config) { c.logger = l }) }
+// WithLogger sets the client's logger. Default: the logger of the context
+// given to Start (klog.FromContext), which is klog.Background() unless the
+// caller put one there. Lifecycle at V(0), connects and resyncs at V(2),
+// each event at V(4), payloads at V(5).
+func WithLogger(l logr.Logger) Option {
+	return option(func(c *config) { c.logger, c.loggerSet = l, true })
+}
 
 // WithErrorHandler sets where background failures go. Default:
 // utilruntime.HandleErrorWithContext.

@@ -84,6 +84,7 @@ type ClientHolderBuilder struct {
 	agentOpts    []generic.AgentOption
 	statusResend time.Duration
 	logger       logr.Logger
+	loggerSet    bool // by WithLogger; otherwise Start's context's is taken
 	onError      generic.ErrorHandler
 }
 
@@ -96,22 +97,32 @@ func NewClientHolderBuilder[C Config](config C) *ClientHolderBuilder {
 	case *mqtt.Config:
 		if c != nil {
 			cfg := *c
-			b.transport = func() (options.Transport, error) { return mqtt.New(cfg, mqtt.WithLogger(b.logger)) }
+			b.transport = func() (options.Transport, error) { return mqtt.New(cfg, withLogger(b, mqtt.WithLogger)...) }
 		}
 	case *kafka.Config:
 		if c != nil {
 			cfg := *c
-			b.transport = func() (options.Transport, error) { return kafka.New(cfg, kafka.WithLogger(b.logger)) }
+			b.transport = func() (options.Transport, error) { return kafka.New(cfg, withLogger(b, kafka.WithLogger)...) }
 		}
 	case *grpc.Config:
 		if c != nil {
 			cfg := *c
-			b.transport = func() (options.Transport, error) { return grpc.New(cfg, grpc.WithLogger(b.logger)) }
+			b.transport = func() (options.Transport, error) { return grpc.New(cfg, withLogger(b, grpc.WithLogger)...) }
 		}
 	case TransportFunc:
 		b.transport = c
 	}
 	return b
+}
+
+// withLogger is the transport option that sets b's logger, if WithLogger
+// gave one; none otherwise, so that the transport takes the logger of
+// Start's context.
+func withLogger[O any](b *ClientHolderBuilder, with func(logr.Logger) O) []O {
+	if !b.loggerSet {
+		return nil
+	}
+	return []O{with(b.logger)}
 }
 
 // WithSourceID makes a hub holder: a source with this ID, whose clientset
@@ -196,10 +207,11 @@ func (b *ClientHolderBuilder) WithErrorHandler(h generic.ErrorHandler) *ClientHo
 	return b
 }
 
-// WithLogger sets the logger of the holder and its client. Default:
-// klog.Background().
+// WithLogger sets the logger of the holder, its client and its transport.
+// Default: the logger of the context given to Start (klog.FromContext),
+// which is klog.Background() unless the caller put one there.
 func (b *ClientHolderBuilder) WithLogger(l logr.Logger) *ClientHolderBuilder {
-	b.logger = l
+	b.logger, b.loggerSet = l, true
 	return b
 }
 
@@ -213,7 +225,8 @@ type ClientHolder struct {
 
 	startEvents func(context.Context) error // nil over a kube-apiserver
 	closeEvents func(context.Context) error
-	healthy     func() error // the client's; nil over a kube-apiserver
+	healthy     func() error      // the client's; nil over a kube-apiserver
+	useLogger   func(logr.Logger) // takes Start's context's logger; nil if WithLogger gave one
 
 	mu      sync.Mutex
 	stop    chan struct{}
@@ -280,6 +293,9 @@ func (b *ClientHolderBuilder) buildEvents(h *ClientHolder) error {
 	st := store.New(manifestWorksResource, (*workv1.ManifestWork).DeepCopy, shareManifests, store.DefaultHistory)
 	onError := generic.ErrorHandler(utilruntime.HandleErrorWithContext)
 	var clientOpts []generic.Option
+	if b.loggerSet {
+		clientOpts = append(clientOpts, generic.WithLogger(b.logger))
+	}
 	if b.onError != nil {
 		onError = b.onError
 		clientOpts = append(clientOpts, generic.WithErrorHandler(b.onError))
@@ -291,7 +307,7 @@ func (b *ClientHolderBuilder) buildEvents(h *ClientHolder) error {
 		if l, ok := tr.(options.EventSizeLimiter); ok && carriesManifestsVerbatim(codecs[0]) {
 			hb.limit = l
 		}
-		opts := []generic.SourceOption{generic.WithOrphanGracePeriod(DefaultOrphanGracePeriod), generic.WithLogger(b.logger)}
+		opts := []generic.SourceOption{generic.WithOrphanGracePeriod(DefaultOrphanGracePeriod)}
 		for _, o := range clientOpts {
 			opts = append(opts, o)
 		}
@@ -308,11 +324,14 @@ func (b *ClientHolderBuilder) buildEvents(h *ClientHolder) error {
 		h.clientset = &clientset{b: hb, unsupported: unsupported}
 		h.startEvents, h.closeEvents = lifecycle(hb.pub, client.Start, client.Close, st)
 		h.healthy = client.Healthy
+		if !b.loggerSet {
+			h.useLogger = func(l logr.Logger) { hb.log = l.WithValues("source", b.sourceID); hb.pub.log = hb.log }
+		}
 		return nil
 	}
 	ab := &agent{cluster: b.clusterName, st: st, patcher: p, dataType: codecs[0].DataType(), log: b.logger.WithValues("cluster", b.clusterName),
 		dataTypes: make(map[kubetypes.UID]types.DataType), sourceKey: make(map[kubetypes.UID]sourceKeys)}
-	opts := []generic.AgentOption{generic.WithLogger(b.logger)}
+	var opts []generic.AgentOption
 	for _, o := range clientOpts {
 		opts = append(opts, o)
 	}
@@ -332,6 +351,9 @@ func (b *ClientHolderBuilder) buildEvents(h *ClientHolder) error {
 	h.clientset = &clientset{b: ab, unsupported: unsupported}
 	h.startEvents, h.closeEvents = lifecycle(ab.pub, client.Start, client.Close, st)
 	h.healthy = client.Healthy
+	if !b.loggerSet {
+		h.useLogger = func(l logr.Logger) { ab.log = l.WithValues("cluster", b.clusterName); ab.pub.log = ab.log }
+	}
 	return nil
 }
 
@@ -402,6 +424,9 @@ func (h *ClientHolder) Start(ctx context.Context) error {
 	}
 	h.started = true
 	h.mu.Unlock()
+	if l, err := logr.FromContext(ctx); err == nil && h.useLogger != nil {
+		h.useLogger(l)
+	}
 	if h.startEvents != nil {
 		if err := h.startEvents(ctx); err != nil {
 			return err

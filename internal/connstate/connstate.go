@@ -4,6 +4,7 @@
 package connstate
 
 import (
+	"context"
 	"fmt"
 	"sync"
 	"time"
@@ -23,11 +24,11 @@ const ReportInterval = 10 * time.Second
 // connection once it comes after failures; at V(2) it logs every attempt.
 // It is goroutine-safe.
 type Tracker struct {
-	log  logr.Logger
 	peer string
 	now  func() time.Time
 
 	mu        sync.Mutex
+	log       logr.Logger
 	closed    bool
 	connected bool
 	since     time.Time // the current state's start
@@ -43,9 +44,30 @@ func New(log logr.Logger, peer string) *Tracker {
 	return &Tracker{log: log, peer: peer, now: time.Now, since: time.Now(), lastErr: fmt.Errorf("not started")}
 }
 
+// LoggerFrom returns the logger ctx carries, with values, and makes the
+// tracker log to it from now on: a transport that was given no logger takes
+// the one of its Start's context. Without one in ctx it returns current.
+func (t *Tracker) LoggerFrom(ctx context.Context, current logr.Logger, values ...any) logr.Logger {
+	l, err := logr.FromContext(ctx)
+	if err != nil {
+		return current
+	}
+	l = l.WithValues(values...)
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.log = l
+	return l
+}
+
+func (t *Tracker) logger() logr.Logger {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.log
+}
+
 // Connecting logs that the first connection begins.
 func (t *Tracker) Connecting() {
-	t.log.Info("connecting", "to", t.peer)
+	t.logger().Info("connecting", "to", t.peer)
 }
 
 // Failed records an attempt that failed with err, after which the
@@ -56,7 +78,7 @@ func (t *Tracker) Failed(retryIn time.Duration, err error) {
 	t.failed++
 	t.unlogged++
 	t.lastErr = err
-	failed, unlogged := t.failed, t.unlogged
+	failed, unlogged, log := t.failed, t.unlogged, t.log
 	report := failed == 1 || now.Sub(t.reported) >= ReportInterval
 	if report {
 		t.reported, t.unlogged = now, 0
@@ -64,13 +86,13 @@ func (t *Tracker) Failed(retryIn time.Duration, err error) {
 	t.mu.Unlock()
 
 	retryIn = retryIn.Round(time.Millisecond)
-	t.log.V(2).Info("connect attempt failed", "to", t.peer, "attempt", failed, "retryIn", retryIn, "err", err)
+	log.V(2).Info("connect attempt failed", "to", t.peer, "attempt", failed, "retryIn", retryIn, "err", err)
 	switch {
 	case !report:
 	case failed == 1:
-		t.log.Info("cannot connect; retrying", "to", t.peer, "retryIn", retryIn, "err", err)
+		log.Info("cannot connect; retrying", "to", t.peer, "retryIn", retryIn, "err", err)
 	default:
-		t.log.Info("still cannot connect; retrying", "to", t.peer, "attemptsFailed", failed,
+		log.Info("still cannot connect; retrying", "to", t.peer, "attemptsFailed", failed,
 			"sinceLastReport", unlogged, "retryIn", retryIn, "err", err)
 	}
 }
@@ -83,14 +105,14 @@ func (t *Tracker) Connected() {
 		t.mu.Unlock()
 		return
 	}
-	failed := t.failed
+	failed, log := t.failed, t.log
 	t.connected, t.since, t.lastErr, t.failed, t.unlogged = true, t.now(), nil, 0, 0
 	t.mu.Unlock()
 	if failed > 0 {
-		t.log.Info("connected", "to", t.peer, "afterFailedAttempts", failed)
+		log.Info("connected", "to", t.peer, "afterFailedAttempts", failed)
 		return
 	}
-	t.log.V(2).Info("connected", "to", t.peer)
+	log.V(2).Info("connected", "to", t.peer)
 }
 
 // Lost records that the connection ended with err (nil if the transport

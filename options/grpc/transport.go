@@ -33,8 +33,10 @@ import (
 // Option configures what a config file cannot hold.
 type Option func(*Transport)
 
-// WithLogger sets the transport's logger. Default: klog.Background().
-func WithLogger(l logr.Logger) Option { return func(t *Transport) { t.log = l } }
+// WithLogger sets the transport's logger. Default: the logger of the
+// context given to Start (klog.FromContext), which is klog.Background()
+// unless the caller put one there.
+func WithLogger(l logr.Logger) Option { return func(t *Transport) { t.log, t.logSet = l, true } }
 
 // WithTLSConfig sets the TLS configuration directly (for certificates held
 // in memory); it replaces Config.TLS. Default: built from Config.TLS.
@@ -63,6 +65,8 @@ type Transport struct {
 	log       logr.Logger
 	backoff   options.Backoff
 	tracker   *connstate.Tracker
+	logSet    bool  // by WithLogger; otherwise Start's context's is taken
+	logValues []any // what the transport adds to its logger
 	maxEvent  int
 
 	mu      sync.Mutex
@@ -105,7 +109,8 @@ func New(cfg Config, opts ...Option) (*Transport, error) {
 			return nil, err
 		}
 	}
-	t.log = t.log.WithValues("server", cfg.ServerAddress)
+	t.logValues = []any{"server", cfg.ServerAddress}
+	t.log = t.log.WithValues(t.logValues...)
 	t.tracker = connstate.New(t.log, "gRPC server "+cfg.ServerAddress)
 	t.ctx, t.cancel = context.WithCancel(context.Background())
 	return t, nil
@@ -190,6 +195,9 @@ func (t *Transport) Start(ctx context.Context, subs []options.Subscription, r op
 		return fmt.Errorf("grpc: client for %s: %w", t.cfg.ServerAddress, err)
 	}
 	t.started, t.recv, t.conn, t.client = true, r, conn, protocol.NewCloudEventServiceClient(conn)
+	if !t.logSet {
+		t.log = t.tracker.LoggerFrom(ctx, t.log, t.logValues...)
+	}
 	t.subs, t.reqs = append([]options.Subscription(nil), subs...), reqs
 	// The supervisor's WaitGroup entry is taken while Close cannot have
 	// begun waiting (it sets closed under mu first).

@@ -31,8 +31,10 @@ import (
 // Option configures what a config file cannot hold.
 type Option func(*Transport)
 
-// WithLogger sets the transport's logger. Default: klog.Background().
-func WithLogger(l logr.Logger) Option { return func(t *Transport) { t.log = l } }
+// WithLogger sets the transport's logger. Default: the logger of the
+// context given to Start (klog.FromContext), which is klog.Background()
+// unless the caller put one there.
+func WithLogger(l logr.Logger) Option { return func(t *Transport) { t.log, t.logSet = l, true } }
 
 // WithTLSConfig sets the TLS configuration directly (for certificates held
 // in memory); it replaces Config.TLS. Default: built from Config.TLS.
@@ -67,6 +69,8 @@ type Transport struct {
 	log       logr.Logger
 	backoff   options.Backoff
 	tracker   *connstate.Tracker
+	logSet    bool  // by WithLogger; otherwise Start's context's is taken
+	logValues []any // what the transport adds to its logger
 	maxBytes  int
 	prodCfg   *sarama.Config
 	consCfg   *sarama.Config
@@ -159,7 +163,8 @@ func New(cfg Config, opts ...Option) (*Transport, error) {
 	if t.consCfg, err = t.saramaConfig(false); err != nil {
 		return nil, fmt.Errorf("kafka: consumer config: %w", err)
 	}
-	t.log = t.log.WithValues("brokers", cfg.Brokers)
+	t.logValues = []any{"brokers", cfg.Brokers}
+	t.log = t.log.WithValues(t.logValues...)
 	t.tracker = connstate.New(t.log, "Kafka brokers "+strings.Join(cfg.Brokers, ","))
 	t.ctx, t.cancel = context.WithCancel(context.Background())
 	return t, nil
@@ -260,6 +265,9 @@ func (t *Transport) Start(ctx context.Context, subs []options.Subscription, r op
 		return errors.New("kafka: started twice")
 	}
 	t.started, t.recv = true, r
+	if !t.logSet {
+		t.log = t.tracker.LoggerFrom(ctx, t.log, t.logValues...)
+	}
 	// Start itself holds an entry, taken before Close can wait: Close
 	// returns only after Start has, so Start never leaves a goroutine or a
 	// client behind a Close that already returned.

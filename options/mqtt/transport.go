@@ -28,8 +28,10 @@ import (
 // Option configures what a config file cannot hold.
 type Option func(*Transport)
 
-// WithLogger sets the transport's logger. Default: klog.Background().
-func WithLogger(l logr.Logger) Option { return func(t *Transport) { t.log = l } }
+// WithLogger sets the transport's logger. Default: the logger of the
+// context given to Start (klog.FromContext), which is klog.Background()
+// unless the caller put one there.
+func WithLogger(l logr.Logger) Option { return func(t *Transport) { t.log, t.logSet = l, true } }
 
 // WithTLSConfig sets the TLS configuration directly (for certificates held
 // in memory); it replaces Config.TLS. Default: built from Config.TLS.
@@ -47,6 +49,8 @@ type Transport struct {
 	clientID  string
 	backoff   options.Backoff
 	tracker   *connstate.Tracker
+	logSet    bool  // by WithLogger; otherwise Start's context's is taken
+	logValues []any // what the transport adds to its logger
 
 	mu        sync.Mutex
 	started   bool
@@ -100,7 +104,8 @@ func New(cfg Config, opts ...Option) (*Transport, error) {
 		_, _ = rand.Read(b[:])
 		t.clientID = "workwire-" + hex.EncodeToString(b[:])
 	}
-	t.log = t.log.WithValues("broker", cfg.BrokerHost, "clientID", t.clientID)
+	t.logValues = []any{"broker", cfg.BrokerHost, "clientID", t.clientID}
+	t.log = t.log.WithValues(t.logValues...)
 	t.tracker = connstate.New(t.log, "MQTT broker "+cfg.BrokerHost)
 	t.ctx, t.cancel = context.WithCancel(context.Background())
 	return t, nil
@@ -154,6 +159,9 @@ func (t *Transport) Start(ctx context.Context, subs []options.Subscription, r op
 		return errors.New("mqtt: started twice")
 	}
 	t.started, t.recv, t.subs = true, r, filters
+	if !t.logSet {
+		t.log = t.tracker.LoggerFrom(ctx, t.log, t.logValues...)
+	}
 	t.mu.Unlock()
 
 	// Close ends the first connect too.
