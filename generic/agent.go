@@ -80,6 +80,11 @@ func (a *AgentClient[T]) Close(ctx context.Context) error { return a.c.close(ctx
 // goroutine-safe and does not block.
 func (a *AgentClient[T]) Healthy() error { return a.c.healthy() }
 
+// Stats returns a snapshot of the client for gauges; the client does not
+// know how many resources its Lister holds (Held is -1). It is
+// goroutine-safe.
+func (a *AgentClient[T]) Stats() Stats { return a.c.stats() }
+
 // Subscribe adds handlers for specs received from sources. Call it before
 // Start.
 func (a *AgentClient[T]) Subscribe(handlers ...ResourceHandler[T]) error {
@@ -293,6 +298,7 @@ func (a *AgentClient[T]) answerResync(ctx context.Context, source string, dt typ
 	}
 	a.sessions.Close(key, sess)
 	c.cfg.observer.ResyncAnswered(c.side, dt, sess.Sent)
+	c.cfg.observer.ResyncAnswerDuration(c.side, dt, time.Since(sess.Opened()))
 	c.log.V(2).Info("answered status resync", "source", source, "dataType", dt, "sent", sess.Sent, "held", sess.Held())
 	return nil
 }

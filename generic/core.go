@@ -306,6 +306,11 @@ func (c *core[T]) healthy() error {
 	return nil
 }
 
+// stats returns the client's Stats; Held is -1.
+func (c *core[T]) stats() Stats {
+	return Stats{Connected: c.healthy() == nil, Queued: c.q.Len(), Held: -1}
+}
+
 // started returns when Start was called.
 func (c *core[T]) started() time.Time {
 	c.mu.Lock()
@@ -336,6 +341,9 @@ func (c *core[T]) Deliver(d *options.Delivery) {
 		return
 	}
 	c.cfg.observer.EventReceived(c.side, et)
+	if at := evt.Time(); !at.IsZero() {
+		c.cfg.observer.EventAge(c.side, et, time.Since(at))
+	}
 	t, reason, err := c.logic.classify(d, et)
 	if reason != "" {
 		c.drop(reason, &DecodeError{EventID: evt.ID(), EventType: evt.Type(), Err: err})
@@ -516,11 +524,13 @@ func (c *core[T]) callHandlers(ctx context.Context, et types.EventType, obj T) e
 
 // send sends one event and reports it.
 func (c *core[T]) send(ctx context.Context, route options.Route, et types.EventType, evt *cloudevents.Event) error {
+	began := time.Now()
 	err := c.tr.Send(ctx, route, evt)
 	c.cfg.observer.EventSent(c.side, et, err)
 	if err != nil {
 		return fmt.Errorf("send %s to %s/%s: %w", et, route.Source, route.Cluster, err)
 	}
+	c.cfg.observer.SendDuration(c.side, et, time.Since(began))
 	if c.log.V(4).Enabled() {
 		c.log.V(4).Info("sent", "type", evt.Type(), "id", evt.ID(), "route", route)
 	}

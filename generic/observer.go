@@ -1,6 +1,8 @@
 package generic
 
 import (
+	"time"
+
 	"github.com/workwire/sdk-go/generic/types"
 )
 
@@ -56,6 +58,31 @@ type Observer interface {
 	ResyncAnswered(side Side, dataType types.DataType, sent int)
 	// Connected is called after every (re)connect of the transport.
 	Connected(side Side)
+	// SendDuration is called after every send that succeeded, with how
+	// long the transport took to send the event (until the broker
+	// acknowledged it, where it does).
+	SendDuration(side Side, t types.EventType, d time.Duration)
+	// EventAge is called for every well-formed event received with a time
+	// attribute, with how long ago that was: the delay from the peer's
+	// encoding to this side's receipt (clocks apart included).
+	EventAge(side Side, t types.EventType, age time.Duration)
+	// ResyncAnswerDuration is called after a resync request is answered,
+	// with how long since its first batch arrived.
+	ResyncAnswerDuration(side Side, dataType types.DataType, d time.Duration)
+}
+
+// Stats is a snapshot of a client's state, for gauges (see
+// generic/metrics' Observer.Track).
+type Stats struct {
+	// Connected is true while Healthy returns nil.
+	Connected bool
+	// Queued counts the received events and resync tasks waiting for the
+	// workers.
+	Queued int
+	// Held counts the resources the client's side holds, where it knows
+	// (a work holder knows its store; a generic client does not know its
+	// Lister's, and says -1).
+	Held int
 }
 
 // NopObserver implements Observer and does nothing.
@@ -75,3 +102,12 @@ func (NopObserver) ResyncAnswered(Side, types.DataType, int) {}
 
 // Connected does nothing.
 func (NopObserver) Connected(Side) {}
+
+// SendDuration does nothing.
+func (NopObserver) SendDuration(Side, types.EventType, time.Duration) {}
+
+// EventAge does nothing.
+func (NopObserver) EventAge(Side, types.EventType, time.Duration) {}
+
+// ResyncAnswerDuration does nothing.
+func (NopObserver) ResyncAnswerDuration(Side, types.DataType, time.Duration) {}

@@ -68,6 +68,10 @@ func (s *SourceClient[T]) Close(ctx context.Context) error { return s.c.close(ct
 // goroutine-safe and does not block.
 func (s *SourceClient[T]) Healthy() error { return s.c.healthy() }
 
+// Stats returns a snapshot of the client for gauges; a source client does
+// not know how many resources it holds (Held is -1). It is goroutine-safe.
+func (s *SourceClient[T]) Stats() Stats { return s.c.stats() }
+
 // Subscribe adds handlers for statuses received from agents. Call it before
 // Start.
 func (s *SourceClient[T]) Subscribe(handlers ...ResourceHandler[T]) error {
@@ -273,6 +277,7 @@ func (s *SourceClient[T]) answerResync(ctx context.Context, cluster string, dt t
 	}
 	s.sessions.Close(key, sess)
 	c.cfg.observer.ResyncAnswered(c.side, dt, sess.Sent)
+	c.cfg.observer.ResyncAnswerDuration(c.side, dt, time.Since(sess.Opened()))
 	c.log.V(2).Info("answered spec resync", "cluster", cluster, "dataType", dt, "sent", sess.Sent, "held", sess.Held())
 	return nil
 }

@@ -225,8 +225,9 @@ type ClientHolder struct {
 
 	startEvents func(context.Context) error // nil over a kube-apiserver
 	closeEvents func(context.Context) error
-	healthy     func() error      // the client's; nil over a kube-apiserver
-	useLogger   func(logr.Logger) // takes Start's context's logger; nil if WithLogger gave one
+	healthy     func() error         // the client's; nil over a kube-apiserver
+	stats       func() generic.Stats // the client's, Held the store's; nil over a kube-apiserver
+	useLogger   func(logr.Logger)    // takes Start's context's logger; nil if WithLogger gave one
 
 	mu      sync.Mutex
 	stop    chan struct{}
@@ -324,6 +325,7 @@ func (b *ClientHolderBuilder) buildEvents(h *ClientHolder) error {
 		h.clientset = &clientset{b: hb, unsupported: unsupported}
 		h.startEvents, h.closeEvents = lifecycle(hb.pub, client.Start, client.Close, st)
 		h.healthy = client.Healthy
+		h.stats = storeStats(client.Stats, st)
 		if !b.loggerSet {
 			h.useLogger = func(l logr.Logger) { hb.log = l.WithValues("source", b.sourceID); hb.pub.log = hb.log }
 		}
@@ -351,6 +353,7 @@ func (b *ClientHolderBuilder) buildEvents(h *ClientHolder) error {
 	h.clientset = &clientset{b: ab, unsupported: unsupported}
 	h.startEvents, h.closeEvents = lifecycle(ab.pub, client.Start, client.Close, st)
 	h.healthy = client.Healthy
+	h.stats = storeStats(client.Stats, st)
 	if !b.loggerSet {
 		h.useLogger = func(l logr.Logger) { ab.log = l.WithValues("cluster", b.clusterName); ab.pub.log = ab.log }
 	}
@@ -387,6 +390,15 @@ func shareManifests(w *workv1.ManifestWork) *workv1.ManifestWork {
 		}
 	}
 	return out
+}
+
+// storeStats is a client's Stats with the works st holds.
+func storeStats(client func() generic.Stats, st *store.Store[*workv1.ManifestWork]) func() generic.Stats {
+	return func() generic.Stats {
+		s := client()
+		s.Held = st.Len()
+		return s
+	}
 }
 
 // lifecycle starts and stops the event side of a holder in order.
@@ -442,6 +454,16 @@ func (h *ClientHolder) Start(ctx context.Context) error {
 	h.synced = true
 	h.mu.Unlock()
 	return nil
+}
+
+// Stats returns a snapshot of the holder for gauges (see generic/metrics'
+// Observer.Track): whether it is connected (Healthy), the events waiting
+// for its client's workers, and the works it holds. It is goroutine-safe.
+func (h *ClientHolder) Stats() generic.Stats {
+	if h.stats != nil {
+		return h.stats()
+	}
+	return generic.Stats{Connected: h.Healthy() == nil, Held: len(h.informer.Informer().GetStore().ListKeys())}
 }
 
 // Healthy returns nil once Start returned nil, until Close, while the

@@ -21,6 +21,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/http"
 	"os"
 	"os/signal"
 	"strings"
@@ -31,6 +32,8 @@ import (
 
 	"github.com/go-logr/logr"
 	"github.com/google/uuid"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -41,6 +44,7 @@ import (
 
 	"github.com/workwire/sdk-go/codec"
 	"github.com/workwire/sdk-go/generic"
+	"github.com/workwire/sdk-go/generic/metrics"
 	"github.com/workwire/sdk-go/generic/types"
 	"github.com/workwire/sdk-go/options"
 	"github.com/workwire/sdk-go/options/grpc"
@@ -58,6 +62,7 @@ func main() {
 	flag.StringVar(&cfg.transport, "transport", "mqtt", "mqtt, kafka or grpc")
 	flag.StringVar(&cfg.broker, "broker", "", "broker address, host:port (Kafka: comma-separated) (default: start an embedded one)")
 	flag.DurationVar(&cfg.timeout, "timeout", time.Minute, "give up after this long")
+	flag.StringVar(&cfg.metricsAddr, "metrics-addr", "", "serve Prometheus metrics at http://<this address>/metrics, and keep serving after the run until interrupted")
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -72,6 +77,7 @@ type config struct {
 	transport       string
 	broker          string
 	timeout         time.Duration
+	metricsAddr     string
 }
 
 var bundles = types.EventType{DataType: codec.ManifestBundlesDataType, SubResource: types.SubResourceSpec}
@@ -80,9 +86,27 @@ func run(ctx context.Context, cfg config, out io.Writer) error {
 	if cfg.clusters < 1 || cfg.works < 1 {
 		return errors.New("-clusters and -works must be at least 1")
 	}
+	interrupted := ctx
 	ctx, cancel := context.WithTimeout(ctx, cfg.timeout)
 	defer cancel()
 	began := time.Now()
+
+	// Every client reports to obs; with -metrics-addr it is served.
+	var obs generic.Observer = generic.NopObserver{}
+	track := func(generic.Side, func() generic.Stats) {}
+	if cfg.metricsAddr != "" {
+		reg := prometheus.NewRegistry()
+		o, err := metrics.NewObserver(reg)
+		if err != nil {
+			return err
+		}
+		stopServing, err := serveMetrics(cfg.metricsAddr, reg, out)
+		if err != nil {
+			return err
+		}
+		defer stopServing()
+		obs, track = o, func(side generic.Side, stats func() generic.Stats) { o.Track(side, stats) }
+	}
 
 	newTransport, stop, err := connect(cfg, out)
 	if err != nil {
@@ -104,10 +128,11 @@ func run(ctx context.Context, cfg config, out io.Writer) error {
 		return err
 	}
 	hub, err := generic.NewSourceClient(hubID, tr, hubStore, codec.StatusHash,
-		[]generic.Codec[*workv1.ManifestWork]{codec.NewManifestBundleCodec()}, generic.WithLogger(logr.Discard()))
+		[]generic.Codec[*workv1.ManifestWork]{codec.NewManifestBundleCodec()}, generic.WithLogger(logr.Discard()), generic.WithObserver(obs))
 	if err != nil {
 		return err
 	}
+	track(generic.SideSource, func() generic.Stats { s := hub.Stats(); s.Held = hubStore.len(); return s })
 	var statuses atomic.Int64
 	if err := hub.Subscribe(func(_ context.Context, _ types.EventType, status *workv1.ManifestWork) error {
 		statuses.Add(1)
@@ -133,10 +158,11 @@ func run(ctx context.Context, cfg config, out io.Writer) error {
 		if err != nil {
 			return err
 		}
-		agent, err := startAgent(ctx, tr, clusterName(i))
+		agent, agentStore, err := startAgent(ctx, tr, clusterName(i), obs)
 		if err != nil {
 			return err
 		}
+		track(generic.SideAgent, func() generic.Stats { s := agent.Stats(); s.Held = agentStore.len(); return s })
 		defer agent.Close(context.Background())
 	}
 	fmt.Fprintf(out, "hub %s and %d agents (%s to %s) connected in %v\n", hubID, cfg.clusters,
@@ -194,6 +220,11 @@ func run(ctx context.Context, cfg config, out io.Writer) error {
 
 	fmt.Fprintf(out, "summary: %d works delivered, %d statuses back, %d updates and %d deletes confirmed, %d works left, in %v\n",
 		cfg.works, statuses.Load(), updated, deleted, remaining, time.Since(began).Round(time.Millisecond))
+	if cfg.metricsAddr != "" {
+		// The clients stay up, so a scrape sees them as the run left them.
+		fmt.Fprintln(out, "serving metrics until interrupted (Ctrl-C)")
+		<-interrupted.Done()
+	}
 	return nil
 }
 
@@ -247,6 +278,27 @@ func isTerminal(w io.Writer) bool {
 	}
 	st, err := f.Stat()
 	return err == nil && st.Mode()&os.ModeCharDevice != 0
+}
+
+// serveMetrics serves reg at http://addr/metrics until stop.
+func serveMetrics(addr string, reg *prometheus.Registry, out io.Writer) (stop func(), err error) {
+	lis, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("-metrics-addr: %w", err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = srv.Serve(lis)
+	}()
+	fmt.Fprintf(out, "metrics on http://%s/metrics\n", lis.Addr())
+	return func() {
+		_ = srv.Close()
+		<-done
+	}, nil
 }
 
 // connect starts the embedded broker of cfg.transport, unless cfg.broker
@@ -322,12 +374,12 @@ func checked(newTransport func(logr.Logger) (options.Transport, error), stop fun
 
 // startAgent runs one cluster's agent. Its store holds what it applied; the
 // source of each work is the annotation the codec sets.
-func startAgent(ctx context.Context, tr options.Transport, cluster string) (*generic.AgentClient[*workv1.ManifestWork], error) {
+func startAgent(ctx context.Context, tr options.Transport, cluster string, obs generic.Observer) (*generic.AgentClient[*workv1.ManifestWork], *store, error) {
 	st := newStore(func(w *workv1.ManifestWork) string { return w.Annotations[codec.OriginalSourceAnnotation] })
 	agent, err := generic.NewAgentClient(cluster, tr, st, codec.StatusHash,
-		[]generic.Codec[*workv1.ManifestWork]{codec.NewManifestBundleCodec()}, generic.WithLogger(logr.Discard()))
+		[]generic.Codec[*workv1.ManifestWork]{codec.NewManifestBundleCodec()}, generic.WithLogger(logr.Discard()), generic.WithObserver(obs))
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	status := types.EventType{DataType: codec.ManifestBundlesDataType, SubResource: types.SubResourceStatus, Action: types.UpdateRequest}
 	err = agent.Subscribe(func(ctx context.Context, t types.EventType, w *workv1.ManifestWork) error {
@@ -343,9 +395,9 @@ func startAgent(ctx context.Context, tr options.Transport, cluster string) (*gen
 		return agent.Publish(ctx, status, w)
 	})
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return agent, agent.Start(ctx)
+	return agent, st, agent.Start(ctx)
 }
 
 // apply stands in for applying the manifests to a cluster: it reports every

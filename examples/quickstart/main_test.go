@@ -6,9 +6,11 @@ import (
 	"context"
 	"errors"
 	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -152,5 +154,90 @@ func TestInterruptStopsTheQuickstart(t *testing.T) {
 	case <-time.After(time.Minute):
 		_ = cmd.Process.Kill()
 		t.Fatal("the quickstart did not stop after Ctrl-C")
+	}
+}
+
+// lineWriter collects what the quickstart prints, and hands each line to
+// lines as it comes.
+type lineWriter struct {
+	mu    sync.Mutex
+	buf   bytes.Buffer
+	lines chan string
+}
+
+func (w *lineWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.buf.Write(p)
+	for {
+		line, err := w.buf.ReadString('\n')
+		if err != nil {
+			w.buf.WriteString(line) // not a whole line yet
+			return len(p), nil
+		}
+		select {
+		case w.lines <- strings.TrimSpace(line):
+		default:
+		}
+	}
+}
+
+// With -metrics-addr a running quickstart serves the clients' metrics:
+// after the run it keeps serving until interrupted, and a scrape shows the
+// histograms (send duration, event age, resync answers) and the gauges of
+// the hub and its agents.
+func TestQuickstartServesMetrics(t *testing.T) {
+	out := &lineWriter{lines: make(chan string, 100)}
+	ctx, interrupt := context.WithCancel(context.Background())
+	defer interrupt()
+	done := make(chan error, 1)
+	go func() {
+		done <- run(ctx, config{transport: "mqtt", clusters: 3, works: 30, timeout: time.Minute, metricsAddr: "127.0.0.1:0"}, out)
+	}()
+	var url string
+	for running := true; running; {
+		select {
+		case line := <-out.lines:
+			if u, ok := strings.CutPrefix(line, "metrics on "); ok {
+				url = u
+			}
+			running = !strings.HasPrefix(line, "serving metrics until interrupted")
+		case err := <-done:
+			t.Fatalf("the quickstart ended: %v", err)
+		case <-time.After(time.Minute):
+			t.Fatal("the quickstart did not finish its run")
+		}
+	}
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		`workwire_send_duration_seconds_bucket{side="source",subresource="spec"`,
+		`workwire_send_duration_seconds_bucket{side="agent",subresource="status"`,
+		`workwire_event_age_seconds_bucket{side="agent",subresource="spec"`,
+		`workwire_event_age_seconds_bucket{side="source",subresource="status"`,
+		`workwire_resync_answer_duration_seconds_count{side="source"}`,
+		`workwire_resync_answer_size_events_count{side="source"}`,
+		`workwire_connected_clients{side="source"} 1`,
+		`workwire_connected_clients{side="agent"} 3`,
+		`workwire_queued_tasks{side="agent"}`,
+		`workwire_held_resources{side="agent"} 20`, // 30 works, 10 deleted
+	} {
+		if !strings.Contains(string(body), want) {
+			t.Errorf("the scrape lacks %s", want)
+		}
+	}
+	if t.Failed() {
+		t.Logf("scrape:\n%s", body)
+	}
+	interrupt()
+	if err := <-done; err != nil {
+		t.Errorf("after the interrupt: %v", err)
 	}
 }

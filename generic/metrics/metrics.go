@@ -6,7 +6,7 @@
 //	obs, err := metrics.NewObserver(reg)
 //	client, err := generic.NewSourceClient(..., generic.WithObserver(obs))
 //
-// Metrics (all counters):
+// Counters:
 //
 //	workwire_events_received_total{side,data_type,subresource,action}
 //	workwire_events_dropped_total{side,reason}
@@ -14,6 +14,21 @@
 //	workwire_resyncs_answered_total{side,data_type}
 //	workwire_resync_answer_events_total{side,data_type}
 //	workwire_connects_total{side}
+//
+// Histograms:
+//
+//	workwire_send_duration_seconds{side,subresource}       the transport's send, until acknowledged
+//	workwire_event_age_seconds{side,subresource}           receipt time minus the event's time attribute
+//	workwire_resync_answer_duration_seconds{side}          first batch of a request to its answer sent
+//	workwire_resync_answer_size_events{side}               events sent per answer
+//
+// Gauges, summed over the clients and holders given to Track:
+//
+//	workwire_connected_clients{side}
+//	workwire_queued_tasks{side}       received events and resyncs waiting for workers
+//	workwire_held_resources{side}     where known: agents, and work holders' stores
+//
+// Labels are bounded: no per-cluster or per-resource series.
 //
 // A rising workwire_events_dropped_total{reason="malformed"} or
 // {reason="decode"} means a peer sends what this side cannot read;
@@ -25,6 +40,10 @@ package metrics
 import (
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
+	"sync"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -42,6 +61,11 @@ type Observer struct {
 	resyncs        *prometheus.CounterVec
 	resyncAnswered *prometheus.CounterVec
 	connects       *prometheus.CounterVec
+	sendDuration   *prometheus.HistogramVec
+	eventAge       *prometheus.HistogramVec
+	resyncDuration *prometheus.HistogramVec
+	resyncSize     *prometheus.HistogramVec
+	gauges         *gauges
 }
 
 var _ generic.Observer = (*Observer)(nil)
@@ -77,8 +101,30 @@ func NewObserver(reg prometheus.Registerer) (*Observer, error) {
 			Namespace: "workwire", Name: "connects_total",
 			Help: "Connections to the broker made, the first and every reconnect.",
 		}, []string{"side"}),
+		sendDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Namespace: "workwire", Name: "send_duration_seconds",
+			Help:    "How long the transport took to send an event, until the broker acknowledged it where it does.",
+			Buckets: prometheus.ExponentialBuckets(0.0001, 4, 10), // 100µs to 26s
+		}, []string{"side", "subresource"}),
+		eventAge: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Namespace: "workwire", Name: "event_age_seconds",
+			Help:    "How old a received event was: receipt time minus its time attribute (the peer's clock).",
+			Buckets: prometheus.ExponentialBuckets(0.001, 4, 10), // 1ms to 4m
+		}, []string{"side", "subresource"}),
+		resyncDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Namespace: "workwire", Name: "resync_answer_duration_seconds",
+			Help:    "From the first batch of a resync request to its answer sent.",
+			Buckets: prometheus.ExponentialBuckets(0.001, 4, 10),
+		}, []string{"side"}),
+		resyncSize: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Namespace: "workwire", Name: "resync_answer_size_events",
+			Help:    "Events sent in answer to one resync request.",
+			Buckets: prometheus.ExponentialBuckets(1, 4, 10), // 1 to 262,144
+		}, []string{"side"}),
+		gauges: newGauges(),
 	}
-	for _, c := range []prometheus.Collector{o.received, o.dropped, o.sent, o.resyncs, o.resyncAnswered, o.connects} {
+	for _, c := range []prometheus.Collector{o.received, o.dropped, o.sent, o.resyncs, o.resyncAnswered, o.connects,
+		o.sendDuration, o.eventAge, o.resyncDuration, o.resyncSize, o.gauges} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("metrics: %w", err)
 		}
@@ -109,6 +155,107 @@ func (o *Observer) EventSent(side generic.Side, t types.EventType, err error) {
 func (o *Observer) ResyncAnswered(side generic.Side, dt types.DataType, sent int) {
 	o.resyncs.WithLabelValues(string(side), dt.String()).Inc()
 	o.resyncAnswered.WithLabelValues(string(side), dt.String()).Add(float64(sent))
+	o.resyncSize.WithLabelValues(string(side)).Observe(float64(sent))
+}
+
+// SendDuration implements generic.Observer.
+func (o *Observer) SendDuration(side generic.Side, t types.EventType, d time.Duration) {
+	o.sendDuration.WithLabelValues(string(side), string(t.SubResource)).Observe(d.Seconds())
+}
+
+// EventAge implements generic.Observer.
+func (o *Observer) EventAge(side generic.Side, t types.EventType, age time.Duration) {
+	o.eventAge.WithLabelValues(string(side), string(t.SubResource)).Observe(age.Seconds())
+}
+
+// ResyncAnswerDuration implements generic.Observer.
+func (o *Observer) ResyncAnswerDuration(side generic.Side, _ types.DataType, d time.Duration) {
+	o.resyncDuration.WithLabelValues(string(side)).Observe(d.Seconds())
+}
+
+// Track adds what stats returns — the Stats method of a generic client or a
+// work holder — to the gauges of side, read at every scrape, until untrack
+// is called.
+func (o *Observer) Track(side generic.Side, stats func() generic.Stats) (untrack func()) {
+	return o.gauges.track(side, stats)
+}
+
+// gauges is a collector of the tracked clients' Stats, summed per side.
+type gauges struct {
+	connected, queued, held *prometheus.Desc
+
+	mu      sync.Mutex
+	next    int
+	tracked map[int]tracked
+}
+
+type tracked struct {
+	side  generic.Side
+	stats func() generic.Stats
+}
+
+func newGauges() *gauges {
+	return &gauges{
+		connected: prometheus.NewDesc("workwire_connected_clients", "Tracked clients connected to their broker.", []string{"side"}, nil),
+		queued:    prometheus.NewDesc("workwire_queued_tasks", "Received events and resync tasks waiting for the tracked clients' workers.", []string{"side"}, nil),
+		held:      prometheus.NewDesc("workwire_held_resources", "Resources the tracked clients hold, where they know.", []string{"side"}, nil),
+		tracked:   make(map[int]tracked),
+	}
+}
+
+func (g *gauges) track(side generic.Side, stats func() generic.Stats) func() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	id := g.next
+	g.next++
+	g.tracked[id] = tracked{side: side, stats: stats}
+	return func() {
+		g.mu.Lock()
+		defer g.mu.Unlock()
+		delete(g.tracked, id)
+	}
+}
+
+// Describe implements prometheus.Collector.
+func (g *gauges) Describe(ch chan<- *prometheus.Desc) {
+	ch <- g.connected
+	ch <- g.queued
+	ch <- g.held
+}
+
+// Collect implements prometheus.Collector.
+func (g *gauges) Collect(ch chan<- prometheus.Metric) {
+	g.mu.Lock()
+	all := slices.Collect(maps.Values(g.tracked))
+	g.mu.Unlock()
+	type sums struct {
+		connected, queued, held float64
+		knowsHeld               bool
+	}
+	bySide := map[generic.Side]*sums{}
+	for _, t := range all {
+		s := bySide[t.side]
+		if s == nil {
+			s = &sums{}
+			bySide[t.side] = s
+		}
+		st := t.stats()
+		if st.Connected {
+			s.connected++
+		}
+		s.queued += float64(st.Queued)
+		if st.Held >= 0 {
+			s.held += float64(st.Held)
+			s.knowsHeld = true
+		}
+	}
+	for side, s := range bySide {
+		ch <- prometheus.MustNewConstMetric(g.connected, prometheus.GaugeValue, s.connected, string(side))
+		ch <- prometheus.MustNewConstMetric(g.queued, prometheus.GaugeValue, s.queued, string(side))
+		if s.knowsHeld {
+			ch <- prometheus.MustNewConstMetric(g.held, prometheus.GaugeValue, s.held, string(side))
+		}
+	}
 }
 
 // Connected implements generic.Observer.

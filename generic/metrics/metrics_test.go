@@ -4,6 +4,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
@@ -51,5 +52,57 @@ workwire_resync_answer_events_total{data_type="io.example.v1.things",side="sourc
 	}
 	if _, err := metrics.NewObserver(prometheus.NewRegistry()); err != nil {
 		t.Fatalf("a second registry: %v", err)
+	}
+}
+
+// The histograms observe what the clients report, and the gauges sum the
+// tracked clients per side at each scrape, until they are untracked.
+func TestHistogramsAndGauges(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	o, err := metrics.NewObserver(reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dt := types.DataType{Group: "io.example", Version: "v1", Resource: "things"}
+	status := types.EventType{DataType: dt, SubResource: types.SubResourceStatus, Action: types.UpdateRequest}
+	o.SendDuration(generic.SideAgent, status, 3*time.Millisecond)
+	o.EventAge(generic.SideSource, status, 2*time.Second)
+	o.ResyncAnswerDuration(generic.SideSource, dt, 40*time.Millisecond)
+	o.ResyncAnswered(generic.SideSource, dt, 7)
+
+	stats := generic.Stats{Connected: true, Queued: 4, Held: 10}
+	o.Track(generic.SideAgent, func() generic.Stats { return stats })
+	untrack := o.Track(generic.SideAgent, func() generic.Stats { return generic.Stats{Queued: 1, Held: -1} })
+	o.Track(generic.SideSource, func() generic.Stats { return generic.Stats{Connected: true, Held: -1} })
+
+	want := `
+# HELP workwire_connected_clients Tracked clients connected to their broker.
+# TYPE workwire_connected_clients gauge
+workwire_connected_clients{side="agent"} 1
+workwire_connected_clients{side="source"} 1
+# HELP workwire_held_resources Resources the tracked clients hold, where they know.
+# TYPE workwire_held_resources gauge
+workwire_held_resources{side="agent"} 10
+# HELP workwire_queued_tasks Received events and resync tasks waiting for the tracked clients' workers.
+# TYPE workwire_queued_tasks gauge
+workwire_queued_tasks{side="agent"} 5
+workwire_queued_tasks{side="source"} 0
+`
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "workwire_connected_clients", "workwire_held_resources", "workwire_queued_tasks"); err != nil {
+		t.Error(err)
+	}
+	untrack()
+	stats.Queued = 0
+	want = strings.Replace(want, `workwire_queued_tasks{side="agent"} 5`, `workwire_queued_tasks{side="agent"} 0`, 1)
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "workwire_connected_clients", "workwire_held_resources", "workwire_queued_tasks"); err != nil {
+		t.Errorf("after untracking one: %v", err)
+	}
+	for name, count := range map[string]int{
+		"workwire_send_duration_seconds": 1, "workwire_event_age_seconds": 1,
+		"workwire_resync_answer_duration_seconds": 1, "workwire_resync_answer_size_events": 1,
+	} {
+		if got := testutil.CollectAndCount(reg, name); got != count {
+			t.Errorf("%s: %d series, want %d", name, got, count)
+		}
 	}
 }

@@ -72,6 +72,9 @@ type Session[H, X any] struct {
 // a fresh session, before any batch is answered.
 func (s *Session[H, X]) Hold(held map[string]H) { s.held = held }
 
+// Opened returns when the request's first batch arrived.
+func (s *Session[H, X]) Opened() time.Time { return s.created }
+
 // Held returns how many resources the answering side held.
 func (s *Session[H, X]) Held() int { return len(s.held) }
 
