@@ -11,6 +11,8 @@ import (
 
 	cloudevents "github.com/cloudevents/sdk-go/v2"
 	"github.com/go-logr/logr"
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/trace"
 	"golang.org/x/time/rate"
 
 	"github.com/workwire/sdk-go/generic/types"
@@ -141,6 +143,7 @@ type core[T Object] struct {
 	cfg      config
 	log      logr.Logger
 	limiter  *rate.Limiter
+	tracer   trace.Tracer
 	subs     []options.Subscription
 	logic    sideLogic
 	q        *queue.Queue[string, *task]
@@ -192,6 +195,11 @@ func newCore[T Object](side Side, id string, tr options.Transport, lister Lister
 		log:      cfg.logger.WithValues("side", side, "id", id),
 		q:        queue.New[string, *task](laneCount, mergeTasks),
 	}
+	tp := cfg.tracerProvider
+	if tp == nil {
+		tp = otel.GetTracerProvider()
+	}
+	c.tracer = tp.Tracer(TracerName)
 	if cfg.publishQPS > 0 {
 		c.limiter = rate.NewLimiter(rate.Limit(cfg.publishQPS), cfg.publishBurst)
 	}
@@ -463,7 +471,10 @@ func (c *core[T]) run(key string, t *task) {
 func (c *core[T]) runTask(t *task) error {
 	switch t.kind {
 	case taskEvent:
-		return c.logic.handleEvent(c.ctx, t)
+		ctx, span := c.startProcess(c.ctx, t.et, t.evt)
+		err := c.logic.handleEvent(ctx, t)
+		endSpan(span, err)
+		return err
 	case taskResyncRequest:
 		for len(t.batches) > 0 {
 			if err := c.logic.answerResync(c.ctx, peerOf(t), t.dataType, t.batches[0]); err != nil {
@@ -574,7 +585,10 @@ func (c *core[T]) publish(ctx context.Context, route options.Route, et types.Eve
 			return fmt.Errorf("publish %s: rate limit: %w", et, err)
 		}
 	}
-	return c.send(ctx, route, et, evt)
+	ctx, span := c.startSend(ctx, et, evt)
+	err := c.send(ctx, route, et, evt)
+	endSpan(span, err)
+	return err
 }
 
 // resync is Resync's common path.

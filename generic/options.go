@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/trace"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/klog/v2"
 )
@@ -43,6 +45,7 @@ type ErrorHandler func(ctx context.Context, err error, msg string, keysAndValues
 type config struct {
 	logger         logr.Logger
 	loggerSet      bool // by WithLogger; otherwise Start's context's is taken
+	tracerProvider trace.TracerProvider
 	errorHandler   ErrorHandler
 	observer       Observer
 	workers        int
@@ -56,6 +59,7 @@ type config struct {
 func defaultConfig() config {
 	return config{
 		logger:         klog.Background(),
+		tracerProvider: otel.GetTracerProvider(),
 		errorHandler:   utilruntime.HandleErrorWithContext,
 		observer:       NopObserver{},
 		workers:        DefaultWorkers,
@@ -135,6 +139,16 @@ func (o agentOption) applyAgent(c *agentConfig) { o(c) }
 // each event at V(4), payloads at V(5).
 func WithLogger(l logr.Logger) Option {
 	return option(func(c *config) { c.logger, c.loggerSet = l, true })
+}
+
+// WithTracerProvider sets where the client's spans go: a span for every
+// event sent, child of the publisher's context, and one for every event
+// handled, child of the sender's span, whose context events carry in the
+// CloudEvents distributed tracing extension (traceparent, tracestate).
+// Default: otel.GetTracerProvider(), which records nothing unless the
+// program set one.
+func WithTracerProvider(tp trace.TracerProvider) Option {
+	return option(func(c *config) { c.tracerProvider = tp })
 }
 
 // WithErrorHandler sets where background failures go. Default:

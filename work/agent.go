@@ -7,6 +7,7 @@ import (
 	"sync"
 
 	"github.com/go-logr/logr"
+	"go.opentelemetry.io/otel/trace"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -48,6 +49,7 @@ type agent struct {
 	mu        sync.Mutex
 	dataTypes map[kubetypes.UID]types.DataType // which data type each work came as
 	sourceKey map[kubetypes.UID]sourceKeys     // the label and annotation keys each work's source set
+	specSpans map[string]trace.SpanContext     // by name: the span that handled each work's last spec, while tracing
 }
 
 // sourceKeys are the label and annotation keys a source set on a work.
@@ -56,6 +58,23 @@ type sourceKeys struct{ labels, annotations []string }
 var _ backend = (*agent)(nil)
 
 func (a *agent) works() *store.Store[*workv1.ManifestWork] { return a.st }
+
+// traceParent continues, for a write without a span of its own (a
+// controller that does not trace), the trace of the spec the work came
+// with: the source's write, its send, this agent's handling, and now the
+// status, form one trace.
+func (a *agent) traceParent(ctx context.Context, _, name string) context.Context {
+	if trace.SpanContextFromContext(ctx).IsValid() {
+		return ctx
+	}
+	a.mu.Lock()
+	sc, ok := a.specSpans[name]
+	a.mu.Unlock()
+	if !ok {
+		return ctx
+	}
+	return trace.ContextWithRemoteSpanContext(ctx, sc)
+}
 
 func sourceOf(w *workv1.ManifestWork) string { return w.Annotations[codec.OriginalSourceAnnotation] }
 
@@ -100,11 +119,11 @@ func (a *agent) nextMetadata(cur, in *workv1.ManifestWork, manager string) (*wor
 	return a.patcher.track(live, next, manager), nil
 }
 
-func (a *agent) update(_ context.Context, namespace string, in *workv1.ManifestWork, opts metav1.UpdateOptions) (*workv1.ManifestWork, error) {
+func (a *agent) update(ctx context.Context, namespace string, in *workv1.ManifestWork, opts metav1.UpdateOptions) (*workv1.ManifestWork, error) {
 	if err := checkUpdate(a.st, namespace, in); err != nil {
 		return nil, err
 	}
-	return a.write(namespace, in, isDryRun(opts.DryRun), opts.FieldManager, false)
+	return a.write(ctx, namespace, in, isDryRun(opts.DryRun), opts.FieldManager, false)
 }
 
 // nextStatus is an update of cur's status from in; nothing else changes, so
@@ -121,16 +140,16 @@ func (a *agent) nextStatus(cur, in *workv1.ManifestWork, _ string) (*workv1.Mani
 	return cur, nil
 }
 
-func (a *agent) updateStatus(_ context.Context, namespace string, in *workv1.ManifestWork, opts metav1.UpdateOptions) (*workv1.ManifestWork, error) {
+func (a *agent) updateStatus(ctx context.Context, namespace string, in *workv1.ManifestWork, opts metav1.UpdateOptions) (*workv1.ManifestWork, error) {
 	if err := checkUpdate(a.st, namespace, in); err != nil {
 		return nil, err
 	}
-	return a.write(namespace, in, isDryRun(opts.DryRun), opts.FieldManager, true)
+	return a.write(ctx, namespace, in, isDryRun(opts.DryRun), opts.FieldManager, true)
 }
 
 // write stores in's status (status true) or metadata, publishes a changed
 // status, and completes a deletion that a removed finalizer unblocks.
-func (a *agent) write(namespace string, in *workv1.ManifestWork, dryRun bool, manager string, status bool) (*workv1.ManifestWork, error) {
+func (a *agent) write(ctx context.Context, namespace string, in *workv1.ManifestWork, dryRun bool, manager string, status bool) (*workv1.ManifestWork, error) {
 	next := a.nextMetadata
 	if status {
 		next = a.nextStatus
@@ -159,27 +178,32 @@ func (a *agent) write(namespace string, in *workv1.ManifestWork, dryRun bool, ma
 		return nil, err
 	}
 	if changed != nil && status {
-		a.pub.enqueue(changed) // the store keeps changed as it is: a safe snapshot
+		a.pub.enqueue(ctx, changed) // the store keeps changed as it is: a safe snapshot
 	}
-	a.completeDeletion(out.UID)
+	a.completeDeletion(ctx, out.UID)
 	return out, nil
 }
 
-func (a *agent) patch(_ context.Context, namespace, name string, pt kubetypes.PatchType, data []byte, opts metav1.PatchOptions, sub string) (*workv1.ManifestWork, error) {
+func (a *agent) patch(ctx context.Context, namespace, name string, pt kubetypes.PatchType, data []byte, opts metav1.PatchOptions, sub string) (*workv1.ManifestWork, error) {
 	dryRun := isDryRun(opts.DryRun)
 	return patchWork(a.st, a.patcher, namespace, name, pt, data, opts, func(patched *workv1.ManifestWork) (*workv1.ManifestWork, error) {
-		return a.write(namespace, patched, dryRun, opts.FieldManager, sub == "status")
+		return a.write(ctx, namespace, patched, dryRun, opts.FieldManager, sub == "status")
 	}, nil)
 }
 
 // onSpec is the agent client's handler: a spec from a source.
-func (a *agent) onSpec(_ context.Context, t types.EventType, in *workv1.ManifestWork) error {
+func (a *agent) onSpec(ctx context.Context, t types.EventType, in *workv1.ManifestWork) error {
 	a.mu.Lock()
 	a.dataTypes[in.UID] = t.DataType
 	a.mu.Unlock()
 	in.Namespace = a.cluster
 	if t.Action == types.DeleteRequest || in.DeletionTimestamp != nil {
-		return a.markDeleted(in)
+		return a.markDeleted(ctx, in)
+	}
+	if sc := trace.SpanContextFromContext(ctx); sc.IsValid() {
+		a.mu.Lock()
+		a.specSpans[in.Name] = sc
+		a.mu.Unlock()
 	}
 	return a.upsert(in)
 }
@@ -331,11 +355,11 @@ func sameSpec(a, b *workv1.ManifestWorkSpec) bool {
 
 // markDeleted shows a source's deletion to the agent's controllers, and
 // completes it at once if nothing holds the work.
-func (a *agent) markDeleted(in *workv1.ManifestWork) error {
+func (a *agent) markDeleted(ctx context.Context, in *workv1.ManifestWork) error {
 	cur, ok := a.st.PeekUID(in.UID)
 	if !ok {
 		// Never had it, or already gone: say so, so the source forgets it.
-		a.pub.enqueue(deletedStatus(in))
+		a.pub.enqueue(ctx, deletedStatus(in))
 		return nil
 	}
 	err := a.st.Modify(cur.Namespace, cur.Name, func(c *workv1.ManifestWork) (*workv1.ManifestWork, error) {
@@ -355,13 +379,13 @@ func (a *agent) markDeleted(in *workv1.ManifestWork) error {
 	if err := ignoreNotFound(err); err != nil {
 		return err
 	}
-	a.completeDeletion(in.UID)
+	a.completeDeletion(ctx, in.UID)
 	return nil
 }
 
 // completeDeletion removes a work the source deleted once its finalizers
 // are gone, and reports it Deleted.
-func (a *agent) completeDeletion(uid kubetypes.UID) {
+func (a *agent) completeDeletion(ctx context.Context, uid kubetypes.UID) {
 	w, ok := a.st.PeekUID(uid)
 	if !ok || w.DeletionTimestamp == nil || len(w.Finalizers) > 0 {
 		return
@@ -377,7 +401,10 @@ func (a *agent) completeDeletion(uid kubetypes.UID) {
 		return
 	}
 	a.setSourceKeys(uid, sourceKeys{})
-	a.pub.enqueue(deletedStatus(gone))
+	a.mu.Lock()
+	delete(a.specSpans, gone.Name)
+	a.mu.Unlock()
+	a.pub.enqueue(ctx, deletedStatus(gone))
 }
 
 // deletedStatus is w's last status: what it was, and Deleted.

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/trace"
 	kubetypes "k8s.io/apimachinery/pkg/types"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/client-go/rest"
@@ -86,6 +88,7 @@ type ClientHolderBuilder struct {
 	logger       logr.Logger
 	loggerSet    bool // by WithLogger; otherwise Start's context's is taken
 	onError      generic.ErrorHandler
+	tracing      trace.TracerProvider
 }
 
 // NewClientHolderBuilder starts a builder for config.
@@ -123,6 +126,18 @@ func withLogger[O any](b *ClientHolderBuilder, with func(logr.Logger) O) []O {
 		return nil
 	}
 	return []O{with(b.logger)}
+}
+
+// WithTracerProvider sets where the holder's spans go: one for every write
+// through its clientset (Create, Update, UpdateStatus, Patch, Delete),
+// parent of the client's span that sends it (see generic.WithTracerProvider),
+// whose context the event carries to its peer. An agent's write without a
+// span of its own continues the trace of the work's last spec, so a hub's
+// Create, its send, the agent's handling, the agent's status and the hub's
+// handling of it form one trace. Default: otel.GetTracerProvider().
+func (b *ClientHolderBuilder) WithTracerProvider(tp trace.TracerProvider) *ClientHolderBuilder {
+	b.tracing = tp
+	return b
 }
 
 // WithSourceID makes a hub holder: a source with this ID, whose clientset
@@ -293,7 +308,12 @@ func (b *ClientHolderBuilder) buildEvents(h *ClientHolder) error {
 	}
 	st := store.New(manifestWorksResource, (*workv1.ManifestWork).DeepCopy, shareManifests, store.DefaultHistory)
 	onError := generic.ErrorHandler(utilruntime.HandleErrorWithContext)
-	var clientOpts []generic.Option
+	tracing := b.tracing
+	if tracing == nil {
+		tracing = otel.GetTracerProvider()
+	}
+	tracer := tracing.Tracer(generic.TracerName)
+	clientOpts := []generic.Option{generic.WithTracerProvider(tracing)}
 	if b.loggerSet {
 		clientOpts = append(clientOpts, generic.WithLogger(b.logger))
 	}
@@ -322,7 +342,7 @@ func (b *ClientHolderBuilder) buildEvents(h *ClientHolder) error {
 			return err
 		}
 		hb.pub = newPublisher(func(ctx context.Context, w *workv1.ManifestWork) error { return hb.publish(ctx, client, w) }, hb.log, onError)
-		h.clientset = &clientset{b: hb, unsupported: unsupported}
+		h.clientset = &clientset{b: hb, unsupported: unsupported, tracer: tracer}
 		h.startEvents, h.closeEvents = lifecycle(hb.pub, client.Start, client.Close, st)
 		h.healthy = client.Healthy
 		h.stats = storeStats(client.Stats, st)
@@ -332,7 +352,7 @@ func (b *ClientHolderBuilder) buildEvents(h *ClientHolder) error {
 		return nil
 	}
 	ab := &agent{cluster: b.clusterName, st: st, patcher: p, dataType: codecs[0].DataType(), log: b.logger.WithValues("cluster", b.clusterName),
-		dataTypes: make(map[kubetypes.UID]types.DataType), sourceKey: make(map[kubetypes.UID]sourceKeys)}
+		dataTypes: make(map[kubetypes.UID]types.DataType), sourceKey: make(map[kubetypes.UID]sourceKeys), specSpans: make(map[string]trace.SpanContext)}
 	var opts []generic.AgentOption
 	for _, o := range clientOpts {
 		opts = append(opts, o)
@@ -350,7 +370,7 @@ func (b *ClientHolderBuilder) buildEvents(h *ClientHolder) error {
 	if b.statusResend > 0 {
 		ab.pub.withResend(b.statusResend, st.PeekUID)
 	}
-	h.clientset = &clientset{b: ab, unsupported: unsupported}
+	h.clientset = &clientset{b: ab, unsupported: unsupported, tracer: tracer}
 	h.startEvents, h.closeEvents = lifecycle(ab.pub, client.Start, client.Close, st)
 	h.healthy = client.Healthy
 	h.stats = storeStats(client.Stats, st)

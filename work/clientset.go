@@ -3,6 +3,10 @@ package work
 import (
 	"context"
 
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -30,12 +34,16 @@ type backend interface {
 	delete(ctx context.Context, namespace, name string, opts metav1.DeleteOptions) error
 	deleteCollection(ctx context.Context, namespace string, opts metav1.DeleteOptions, listOpts metav1.ListOptions) error
 	patch(ctx context.Context, namespace, name string, pt kubetypes.PatchType, data []byte, opts metav1.PatchOptions, subresource string) (*workv1.ManifestWork, error)
+	// traceParent returns ctx with the span a write of the named work
+	// continues: ctx's own if it has one.
+	traceParent(ctx context.Context, namespace, name string) context.Context
 }
 
 // clientset is the versioned.Interface the holder hands out.
 type clientset struct {
 	b           backend
 	unsupported *unsupportedClients
+	tracer      trace.Tracer
 }
 
 var _ versioned.Interface = (*clientset)(nil)
@@ -58,13 +66,33 @@ func (v workV1) AppliedManifestWorks() workv1client.AppliedManifestWorkInterface
 
 // ManifestWorks returns a fresh client per call, bound to namespace.
 func (v workV1) ManifestWorks(namespace string) workv1client.ManifestWorkInterface {
-	return &manifestWorks{namespace: namespace, b: v.c.b}
+	return &manifestWorks{namespace: namespace, b: v.c.b, tracer: v.c.tracer}
 }
 
 // manifestWorks implements the typed ManifestWork client.
 type manifestWorks struct {
 	namespace string
 	b         backend
+	tracer    trace.Tracer
+}
+
+// startSpan starts the span of a write: the parent of the span that sends
+// it (see generic.WithTracerProvider).
+func (m *manifestWorks) startSpan(ctx context.Context, verb, name string) (context.Context, trace.Span) {
+	ctx, span := m.tracer.Start(m.b.traceParent(ctx, m.namespace, name), verb+" ManifestWork")
+	if span.IsRecording() {
+		span.SetAttributes(attribute.String("k8s.namespace.name", m.namespace), attribute.String("workwire.manifestwork", name))
+	}
+	return ctx, span
+}
+
+// endSpan ends span, recording err.
+func endSpan(span trace.Span, err error) {
+	if err != nil {
+		span.RecordError(err)
+		span.SetStatus(codes.Error, err.Error())
+	}
+	span.End()
 }
 
 var _ workv1client.ManifestWorkInterface = (*manifestWorks)(nil)
@@ -73,25 +101,37 @@ func (m *manifestWorks) Create(ctx context.Context, w *workv1.ManifestWork, opts
 	if w == nil {
 		return nil, apierrors.NewBadRequest("manifestwork is nil")
 	}
-	return m.b.create(ctx, m.namespace, w, opts)
+	ctx, span := m.startSpan(ctx, "create", w.Name)
+	out, err := m.b.create(ctx, m.namespace, w, opts)
+	endSpan(span, err)
+	return out, err
 }
 
 func (m *manifestWorks) Update(ctx context.Context, w *workv1.ManifestWork, opts metav1.UpdateOptions) (*workv1.ManifestWork, error) {
 	if w == nil {
 		return nil, apierrors.NewBadRequest("manifestwork is nil")
 	}
-	return m.b.update(ctx, m.namespace, w, opts)
+	ctx, span := m.startSpan(ctx, "update", w.Name)
+	out, err := m.b.update(ctx, m.namespace, w, opts)
+	endSpan(span, err)
+	return out, err
 }
 
 func (m *manifestWorks) UpdateStatus(ctx context.Context, w *workv1.ManifestWork, opts metav1.UpdateOptions) (*workv1.ManifestWork, error) {
 	if w == nil {
 		return nil, apierrors.NewBadRequest("manifestwork is nil")
 	}
-	return m.b.updateStatus(ctx, m.namespace, w, opts)
+	ctx, span := m.startSpan(ctx, "update status", w.Name)
+	out, err := m.b.updateStatus(ctx, m.namespace, w, opts)
+	endSpan(span, err)
+	return out, err
 }
 
 func (m *manifestWorks) Delete(ctx context.Context, name string, opts metav1.DeleteOptions) error {
-	return m.b.delete(ctx, m.namespace, name, opts)
+	ctx, span := m.startSpan(ctx, "delete", name)
+	err := m.b.delete(ctx, m.namespace, name, opts)
+	endSpan(span, err)
+	return err
 }
 
 // DeleteCollection deletes every matching work on a hub, as the
@@ -125,5 +165,8 @@ func (m *manifestWorks) Patch(ctx context.Context, name string, pt kubetypes.Pat
 	if sub != "" && sub != "status" {
 		return nil, apierrors.NewNotFound(schema.GroupResource{Group: workv1.GroupName, Resource: "manifestworks/" + sub}, name)
 	}
-	return m.b.patch(ctx, m.namespace, name, pt, data, opts, sub)
+	ctx, span := m.startSpan(ctx, "patch", name)
+	out, err := m.b.patch(ctx, m.namespace, name, pt, data, opts, sub)
+	endSpan(span, err)
+	return out, err
 }

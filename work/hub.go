@@ -49,7 +49,9 @@ var _ backend = (*hub)(nil)
 
 func (h *hub) works() *store.Store[*workv1.ManifestWork] { return h.st }
 
-func (h *hub) create(_ context.Context, namespace string, in *workv1.ManifestWork, opts metav1.CreateOptions) (*workv1.ManifestWork, error) {
+func (h *hub) traceParent(ctx context.Context, _, _ string) context.Context { return ctx }
+
+func (h *hub) create(ctx context.Context, namespace string, in *workv1.ManifestWork, opts metav1.CreateOptions) (*workv1.ManifestWork, error) {
 	if in.ResourceVersion != "" {
 		// A kube-apiserver refuses it too (with this message): the object
 		// was most likely read back from a store rather than built.
@@ -81,7 +83,7 @@ func (h *hub) create(_ context.Context, namespace string, in *workv1.ManifestWor
 	if err != nil {
 		return nil, err
 	}
-	h.pub.enqueue(w)
+	h.pub.enqueue(ctx, w)
 	return out, nil
 }
 
@@ -127,11 +129,11 @@ func (h *hub) nextVersion(cur, in *workv1.ManifestWork, manager string) (next *w
 	return next, specChanged || metaChanged, nil
 }
 
-func (h *hub) update(_ context.Context, namespace string, in *workv1.ManifestWork, opts metav1.UpdateOptions) (*workv1.ManifestWork, error) {
+func (h *hub) update(ctx context.Context, namespace string, in *workv1.ManifestWork, opts metav1.UpdateOptions) (*workv1.ManifestWork, error) {
 	if err := checkUpdate(h.st, namespace, in); err != nil {
 		return nil, err
 	}
-	return h.write(namespace, in, isDryRun(opts.DryRun), opts.FieldManager)
+	return h.write(ctx, namespace, in, isDryRun(opts.DryRun), opts.FieldManager)
 }
 
 // checkSize refuses a work whose spec event would surely be larger than
@@ -171,7 +173,7 @@ func (h *hub) checkSize(namespace string, w *workv1.ManifestWork) error {
 
 // write stores the update of the work named by in, publishes it if agents
 // must see it, and completes a deletion it unblocks.
-func (h *hub) write(namespace string, in *workv1.ManifestWork, dryRun bool, manager string) (*workv1.ManifestWork, error) {
+func (h *hub) write(ctx context.Context, namespace string, in *workv1.ManifestWork, dryRun bool, manager string) (*workv1.ManifestWork, error) {
 	if err := h.checkSize(namespace, in); err != nil {
 		return nil, err
 	}
@@ -198,7 +200,7 @@ func (h *hub) write(namespace string, in *workv1.ManifestWork, dryRun bool, mana
 		return nil, err
 	}
 	if published != nil {
-		h.pub.enqueue(published)
+		h.pub.enqueue(ctx, published)
 	}
 	h.completeDeletion(out.UID)
 	return out, nil
@@ -208,21 +210,21 @@ func (h *hub) updateStatus(context.Context, string, *workv1.ManifestWork, metav1
 	return nil, apierrors.NewMethodNotSupported(manifestWorksResource, "update status on a source: agents report it")
 }
 
-func (h *hub) patch(_ context.Context, namespace, name string, pt kubetypes.PatchType, data []byte, opts metav1.PatchOptions, sub string) (*workv1.ManifestWork, error) {
+func (h *hub) patch(ctx context.Context, namespace, name string, pt kubetypes.PatchType, data []byte, opts metav1.PatchOptions, sub string) (*workv1.ManifestWork, error) {
 	if sub == "status" {
 		return nil, apierrors.NewMethodNotSupported(manifestWorksResource, "patch status on a source: agents report it")
 	}
 	dryRun := isDryRun(opts.DryRun)
 	return patchWork(h.st, h.patcher, namespace, name, pt, data, opts,
 		func(patched *workv1.ManifestWork) (*workv1.ManifestWork, error) {
-			return h.write(namespace, patched, dryRun, opts.FieldManager)
+			return h.write(ctx, namespace, patched, dryRun, opts.FieldManager)
 		},
 		func(applied *workv1.ManifestWork) (*workv1.ManifestWork, error) {
-			return h.create(context.Background(), namespace, applied, metav1.CreateOptions{DryRun: opts.DryRun, FieldManager: opts.FieldManager})
+			return h.create(ctx, namespace, applied, metav1.CreateOptions{DryRun: opts.DryRun, FieldManager: opts.FieldManager})
 		})
 }
 
-func (h *hub) delete(_ context.Context, namespace, name string, opts metav1.DeleteOptions) error {
+func (h *hub) delete(ctx context.Context, namespace, name string, opts metav1.DeleteOptions) error {
 	if isDryRun(opts.DryRun) {
 		cur, err := h.st.Get(namespace, name)
 		if err != nil {
@@ -253,7 +255,7 @@ func (h *hub) delete(_ context.Context, namespace, name string, opts metav1.Dele
 		return err
 	}
 	if published != nil {
-		h.pub.enqueue(published)
+		h.pub.enqueue(ctx, published)
 	}
 	h.completeDeletion(uid)
 	return nil

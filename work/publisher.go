@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	"go.opentelemetry.io/otel/trace"
 	kubetypes "k8s.io/apimachinery/pkg/types"
 	workv1 "open-cluster-management.io/api/work/v1"
 
@@ -67,6 +68,7 @@ type publisher struct {
 
 type pubTask struct {
 	w       *workv1.ManifestWork // an immutable snapshot
+	span    trace.SpanContext    // the write's, parent of the send's; zero if none
 	attempt int
 	resend  bool // send the work as latest has it, or w if latest no longer has it
 }
@@ -108,8 +110,9 @@ func rv(w *workv1.ManifestWork) uint64 {
 }
 
 // enqueue queues a snapshot of w for sending. w must not change afterwards.
-func (p *publisher) enqueue(w *workv1.ManifestWork) {
-	p.q.Add(w.UID, lane(w), &pubTask{w: w})
+// enqueue queues w to be published, as a child of the span of ctx.
+func (p *publisher) enqueue(ctx context.Context, w *workv1.ManifestWork) {
+	p.q.Add(w.UID, lane(w), &pubTask{w: w, span: trace.SpanContextFromContext(ctx)})
 }
 
 func lane(w *workv1.ManifestWork) int {
@@ -145,7 +148,11 @@ func (p *publisher) run() {
 				t = &pubTask{w: w, resend: true}
 			}
 		}
-		err := p.send(p.ctx, t.w)
+		ctx := p.ctx
+		if t.span.IsValid() {
+			ctx = trace.ContextWithSpanContext(ctx, t.span)
+		}
+		err := p.send(ctx, t.w)
 		switch {
 		case err == nil:
 			p.scheduleResend(uid, t)

@@ -34,10 +34,10 @@ func TestPublisherSendsDeletesAndCreatesInTurn(t *testing.T) {
 	}, logr.Discard(), func(context.Context, error, string, ...any) {})
 	now := metav1.Now()
 	for i := range storm {
-		p.enqueue(&workv1.ManifestWork{ObjectMeta: metav1.ObjectMeta{UID: kubetypes.UID(fmt.Sprint("old-", i)), ResourceVersion: "2", DeletionTimestamp: &now}})
+		p.enqueue(context.Background(), &workv1.ManifestWork{ObjectMeta: metav1.ObjectMeta{UID: kubetypes.UID(fmt.Sprint("old-", i)), ResourceVersion: "2", DeletionTimestamp: &now}})
 	}
 	for i := range creates {
-		p.enqueue(&workv1.ManifestWork{ObjectMeta: metav1.ObjectMeta{UID: kubetypes.UID(fmt.Sprint("new-", i)), ResourceVersion: "1"}})
+		p.enqueue(context.Background(), &workv1.ManifestWork{ObjectMeta: metav1.ObjectMeta{UID: kubetypes.UID(fmt.Sprint("new-", i)), ResourceVersion: "1"}})
 	}
 	p.start(1)
 	defer p.stop()

@@ -78,3 +78,17 @@ func TestTheModuleDoesNotDependOnOCMsSDK(t *testing.T) {
 		}
 	}
 }
+
+// Tracing uses OpenTelemetry's API and the caller's TracerProvider: no
+// package of the module links the SDK or an exporter (tests may).
+func TestTheModuleLinksNoOpenTelemetrySDK(t *testing.T) {
+	out, err := exec.Command("go", "list", "-deps", "-f", "{{.ImportPath}}", module+"/...").CombinedOutput()
+	if err != nil {
+		t.Fatalf("go list: %v\n%s", err, out)
+	}
+	for _, dep := range strings.Fields(string(out)) {
+		if strings.HasPrefix(dep, "go.opentelemetry.io/otel/sdk") || strings.HasPrefix(dep, "go.opentelemetry.io/otel/exporters") {
+			t.Errorf("the module links %s", dep)
+		}
+	}
+}
