@@ -27,14 +27,14 @@ import (
 const OriginalSourceAnnotation = "workwire.io/original-source"
 
 // WorkDeleted is the condition type an agent reports in a work's status once
-// it has removed the work's resources (seed 000: "Deleted represents the
-// current ManifestWork is deleted successfully from a managed cluster"). A
-// source forgets a work it is deleting only when it sees this condition.
+// it has removed the work's resources from its cluster (docs/protocol.md,
+// "Deletion"). A source forgets a work it is deleting only when it sees
+// this condition.
 const WorkDeleted = "Deleted"
 
 // Data types of the two ManifestWork codecs, in the plural form encoders
-// emit. Decoders also accept their Singular() forms, which seed 000's
-// examples use. Treat them as constants.
+// emit. Decoders also accept their Singular() forms, which some peers
+// send. Treat them as constants.
 var (
 	// ManifestBundlesDataType is "io.open-cluster-management.works.v1alpha1.manifestbundles":
 	// a whole ManifestWork per event.
@@ -225,11 +225,11 @@ func (p *payloads) encodeEvent(source string, t types.EventType, work *workv1.Ma
 		case work.DeletionTimestamp != nil:
 			types.SetTimeExtension(&evt, types.ExtDeletionTimestamp, work.DeletionTimestamp.Time)
 		case t.Action == types.DeleteRequest:
-			// A delete_request always says when: seed 000's examples do.
+			// A delete_request always says when (docs/protocol.md, "Deletion").
 			types.SetTimeExtension(&evt, types.ExtDeletionTimestamp, time.Now())
 		}
 		if t.Action == types.DeleteRequest {
-			return &evt, nil // seed 000's delete_requests carry no data
+			return &evt, nil // delete_requests carry no data
 		}
 		data, err = p.encodeSpec(work)
 	case types.SubResourceStatus:
@@ -359,8 +359,8 @@ func (p *payloads) decodeEvent(evt *cloudevents.Event) (*workv1.ManifestWork, er
 	}
 
 	if len(data) == 0 {
-		// A work being deleted needs no manifests: seed 000's delete_requests
-		// and OCM sources' answers for deleting works carry none.
+		// A work being deleted needs no manifests: delete_requests and OCM
+		// sources' answers for deleting works carry none.
 		if work.DeletionTimestamp == nil {
 			return nil, atField("data", fmt.Errorf("missing (a %s carries the work's manifests)", t.Action))
 		}

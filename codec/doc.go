@@ -27,8 +27,7 @@
 // Resync requests (resync_request) carry no work: the clients handle them,
 // and the codecs refuse them.
 //
-// Singular and plural: seed 000's examples name the data types in the
-// singular ("…manifestbundle.spec.create_request"). Both Encode and Decode
+// Singular and plural: some peers name the data types in the singular ("…manifestbundle.spec.create_request"). Both Encode and Decode
 // accept either form; Encode always emits the plural, which is what
 // DataType returns.
 //

@@ -58,7 +58,7 @@ func ExampleNewManifestBundleCodec() {
 	// 5b3b2c1e-0d7a-4f0e-9f51-8a4c1b0e2d11 Applied
 }
 
-// The manifests codec carries works of exactly one manifest; seed 000's
+// The manifests codec carries works of exactly one manifest; the
 // singular data type ("manifest") is accepted, the plural is emitted.
 func ExampleNewManifestCodec() {
 	c := codec.NewManifestCodec()

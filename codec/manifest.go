@@ -16,7 +16,7 @@ import (
 
 // ContentStatusFeedbackName is the name of the JsonRaw status feedback value
 // the manifests codec carries as a status event's contentStatus (the name
-// seed 000's feedback rule {"name": "status", "path": ".status"} gives the
+// feedback rule {"name": "status", "path": ".status"} gives the
 // resource's whole status).
 const ContentStatusFeedbackName = "status"
 
@@ -87,7 +87,7 @@ func encodeManifestStatus(work *workv1.ManifestWork) ([]byte, error) {
 			if !isJSONObject(*v) {
 				return nil, atField(fmt.Sprintf("status.resourceStatus.manifests[0].statusFeedback %q", ContentStatusFeedbackName), errors.New("jsonRaw is not a JSON object"))
 			}
-			// Sent once, as contentStatus (seed 000's shape); Decode turns
+			// Sent once, as contentStatus (docs/protocol.md); Decode turns
 			// it back into the feedback value.
 			s.ContentStatus = json.RawMessage(*v)
 			s.StatusFeedback.Values = slices.DeleteFunc(slices.Clone(s.StatusFeedback.Values), func(v workv1.FeedbackValue) bool {

@@ -47,9 +47,9 @@ type ManifestBundleStatus struct {
 }
 
 // ResourceStatus is the status of each manifest of a work. It is emitted as a
-// JSON list of manifest conditions, the form seed 000's example uses and
-// deployed peers send and expect. Decoding also accepts the object forms
-// {"manifestConditions": [...]} (seed 000's schema) and {"manifests": [...]}
+// JSON list of manifest conditions, the form deployed peers send and
+// expect. Decoding also accepts the object forms
+// {"manifestConditions": [...]} and {"manifests": [...]}
 // (the workv1 field name); null and {} decode as empty.
 type ResourceStatus []workv1.ManifestCondition
 

@@ -11,7 +11,7 @@ import (
 )
 
 // codecs finds a codec by data type, under its plural (emitted) and singular
-// (accepted from seed 000's examples) names.
+// (accepted from peers that send it) names.
 type codecs[T Object] struct {
 	byType map[types.DataType]Codec[T]
 	list   []Codec[T]

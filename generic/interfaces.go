@@ -95,9 +95,8 @@ type StatusHashGetter[T Object] func(obj T) (string, error)
 // NoStatus is the status hash of an object that has no status yet. It
 // equals no hash of a status, so an agent asked with it sends what it has.
 // A source none of whose objects has a status sends an empty status resync
-// request, which asks every agent for every status (as seed 000 has a
-// source without a database do), instead of an entry for each object to
-// every agent.
+// request, which asks every agent for every status (docs/protocol.md,
+// "Resync"), instead of an entry for each object to every agent.
 const NoStatus = ""
 
 // ResourceHandler handles one received object: on a source, a status from an

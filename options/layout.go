@@ -26,7 +26,7 @@ type Layout struct {
 	StatusResync string `json:"statusResync"`
 }
 
-// SeedLayout is the default layout, the topics of seed 000.
+// SeedLayout is the default layout (docs/protocol.md, "MQTT").
 var SeedLayout = Layout{
 	Spec:         "sources/{source}/clusters/{cluster}/spec",
 	Status:       "sources/{source}/clusters/{cluster}/status",

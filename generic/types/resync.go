@@ -21,7 +21,7 @@ type ResourceVersion struct {
 }
 
 // UnmarshalJSON accepts resourceVersion as a JSON number or a decimal string
-// (seed 000 shows it as a string).
+// (some peers send a string).
 func (r *ResourceVersion) UnmarshalJSON(data []byte) error {
 	var raw struct {
 		ResourceID      string          `json:"resourceID"`

@@ -62,7 +62,7 @@ func (d DataType) String() string {
 func (d DataType) IsZero() bool { return d == DataType{} }
 
 // Singular returns d with the trailing "s" of its resource removed, the form
-// seed 000's examples use ("manifestbundle" for "manifestbundles"). Decoders
+// some peers send ("manifestbundle" for "manifestbundles"). Decoders
 // accept both forms; encoders emit the plural.
 func (d DataType) Singular() DataType {
 	d.Resource = strings.TrimSuffix(d.Resource, "s")

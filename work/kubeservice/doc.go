@@ -1,5 +1,5 @@
 // Package kubeservice serves ManifestWorks kept in a kube-apiserver through
-// workwire's gRPC broker: seed 004's main scenario, in which hub
+// workwire's gRPC broker: the deployment in which hub
 // controllers and add-ons go on using the hub's kube-apiserver as they do
 // today, and work agents talk only to the gRPC server.
 //

@@ -28,7 +28,7 @@ import (
 // Defaults of Config.
 const (
 	// DefaultStatusUpdateFrequency is how often the agent refreshes the
-	// status feedback of every work (seed 002's --status-update-frequency).
+	// status feedback of every work (OCM's work agent's --status-update-frequency).
 	DefaultStatusUpdateFrequency = 30 * time.Second
 	// DefaultWorkers is how many works the agent reconciles at once.
 	DefaultWorkers = 4

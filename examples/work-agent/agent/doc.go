@@ -18,8 +18,8 @@
 //     JSONPaths) with a StatusFeedbackSynced condition;
 //   - reports the work's own Applied and Available conditions, with the
 //     work's generation as their observedGeneration;
-//   - refreshes the status feedback every StatusUpdateFrequency (seed 002's
-//     periodic update), and every second while the values keep changing;
+//   - refreshes the status feedback every StatusUpdateFrequency (as OCM's
+//     work agent does), and every second while the values keep changing;
 //   - deletes what an earlier generation applied and this one dropped;
 //   - when the source deletes the work (a deletionTimestamp), deletes its
 //     resources in the foreground — unless the work's DeleteOption orphans

@@ -1,5 +1,5 @@
 // Package feedback evaluates the status feedback rules of a ManifestWork
-// (workv1.FeedbackRule, seed 002) against a resource as it is on a cluster,
+// (workv1.FeedbackRule) against a resource as it is on a cluster,
 // and returns the workv1.FeedbackValues a work agent reports in the
 // manifest's status.
 //

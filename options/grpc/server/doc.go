@@ -1,4 +1,4 @@
-// Package server is workwire's gRPC broker (seed 004): it serves
+// Package server is workwire's gRPC broker (docs/protocol.md, "gRPC"): it serves
 // io.cloudevents.v1.CloudEventService to sources and agents that use the
 // gRPC transport (options/grpc), and to OCM's agents
 // (open-cluster-management.io/sdk-go), whose wire it speaks: the same
@@ -73,7 +73,7 @@
 //
 // # Metrics
 //
-// WithRegisterer registers seed 004's metrics on the caller's registry
+// WithRegisterer registers the broker's metrics on the caller's registry
 // (never the global one; two servers need two registries):
 //
 //   - grpc_server_active_connections (gauge; local_addr, remote_addr)

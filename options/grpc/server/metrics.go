@@ -11,7 +11,7 @@ import (
 )
 
 // metrics are the server's Prometheus metrics: the general gRPC server ones
-// and the CloudEvents ones, with seed 004's names, labels and types.
+// and the CloudEvents ones (grpc_server_ce_*), as OCM's broker names them.
 type metrics struct {
 	activeConnections *prometheus.GaugeVec
 	started           *prometheus.CounterVec
@@ -120,7 +120,7 @@ func (h statsHandler) HandleRPC(ctx context.Context, s stats.RPCStats) {
 		}
 		h.m.started.WithLabelValues(tag.typ, tag.service, tag.method).Inc()
 	// Bytes are the messages' own (Length), without gRPC's framing: an
-	// empty Publish answer counts 0, as in seed 004's example.
+	// empty Publish answer counts 0.
 	case *stats.InPayload:
 		h.m.msgReceived.WithLabelValues(tag.typ, tag.service, tag.method).Inc()
 		h.m.msgReceivedBytes.WithLabelValues(tag.typ, tag.service, tag.method).Add(float64(s.Length))

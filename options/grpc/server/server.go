@@ -35,8 +35,8 @@ type Option func(*Server)
 // WithLogger sets the server's logger. Default: klog.Background().
 func WithLogger(l logr.Logger) Option { return func(s *Server) { s.log = l } }
 
-// WithRegisterer registers the server's metrics (seed 004's
-// grpc_server_* and grpc_server_ce_* metrics) on r. Default: no metrics.
+// WithRegisterer registers the server's metrics (grpc_server_* and
+// grpc_server_ce_*, as OCM's broker names them) on r. Default: no metrics.
 // The server never registers on the global registry: pass
 // prometheus.DefaultRegisterer to get that. Two servers need two registries.
 func WithRegisterer(r prometheus.Registerer) Option { return func(s *Server) { s.registerer = r } }

@@ -16,7 +16,7 @@ import (
 )
 
 // Service is the persistence layer of one data type the server is itself
-// the source of (seed 004), backed for example by a kube-apiserver or a
+// the source of, backed for example by a kube-apiserver or a
 // database. With a Service registered (WithService), the server answers
 // agents' spec resyncs for its data type from List, sends agents the
 // resources the Service reports changed, and hands agents' status events to
