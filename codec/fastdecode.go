@@ -568,6 +568,10 @@ func fastUpdateStrategy(p *parser, u *workv1.UpdateStrategy) bool {
 									return parseStr(p, &f.Condition)
 								case "jsonPaths":
 									return parseList(p, &f.JSONPaths, parseStr[string])
+								case "jsonPointers":
+									return parseList(p, &f.JSONPointers, parseStr[string])
+								case "jqPathExpressions":
+									return parseList(p, &f.JQPathExpressions, parseStr[string])
 								}
 								return false
 							})

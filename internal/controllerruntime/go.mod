@@ -7,7 +7,7 @@ require (
 	github.com/workwire/sdk-go v0.0.0
 	k8s.io/apimachinery v0.37.2
 	k8s.io/client-go v0.37.2
-	open-cluster-management.io/api v1.2.0
+	open-cluster-management.io/api v1.3.0
 	sigs.k8s.io/controller-runtime v0.25.2
 )
 

@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	kubetypes "k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/uuid"
 	"k8s.io/apimachinery/pkg/watch"
@@ -39,7 +40,7 @@ func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(m, goleak.IgnoreTopFunction("github.com/rcrowley/go-metrics.(*meterArbiter).tick"))
 }
 
-var worksResource = workv1.SchemeGroupVersion.WithResource("manifestworks")
+var worksResource = schema.GroupVersionResource{Group: workv1.GroupName, Version: "v1", Resource: "manifestworks"}
 
 // newHub returns a fake work clientset that writes as a kube-apiserver
 // does where the Service relies on it: a create gets a UID and generation
@@ -47,6 +48,7 @@ var worksResource = workv1.SchemeGroupVersion.WithResource("manifestworks")
 // status, and a delete of a work with finalizers only marks it, which
 // leaves once its last finalizer is removed.
 func newHub() *fake.Clientset {
+	//lint:ignore SA1019 OCM's work clientset has no NewClientset (it is generated without apply configurations)
 	hub := fake.NewSimpleClientset()
 	tracker := hub.Tracker()
 	hub.PrependReactor("create", "manifestworks", func(a clienttesting.Action) (bool, runtime.Object, error) {
