@@ -518,16 +518,17 @@ func (t *Transport) supervise(sess *session) {
 		if time.Since(subscribedAt) >= t.backoff.Max {
 			attempt = 0
 		}
-		for {
-			delay := t.backoff.Delay(attempt)
+		// The delay a failure reports is the one the next attempt waits.
+		for delay := t.backoff.Delay(attempt); ; {
 			attempt++
 			if !sleep(t.ctx, delay) {
 				return
 			}
 			next, err := t.subscribe(t.ctx)
 			if err != nil {
+				delay = t.backoff.Delay(attempt)
 				if t.ctx.Err() == nil {
-					t.tracker.Failed(t.backoff.Delay(attempt), err)
+					t.tracker.Failed(delay, err)
 				}
 				continue
 			}
