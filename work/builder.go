@@ -134,7 +134,8 @@ func withLogger[O any](b *ClientHolderBuilder, with func(logr.Logger) O) []O {
 // whose context the event carries to its peer. An agent's write without a
 // span of its own continues the trace of the work's last spec, so a hub's
 // Create, its send, the agent's handling, the agent's status and the hub's
-// handling of it form one trace. Default: otel.GetTracerProvider().
+// handling of it form one trace. Default: otel.GetTracerProvider(). Over a
+// *rest.Config it has no effect (client-go's transport is the caller's).
 func (b *ClientHolderBuilder) WithTracerProvider(tp trace.TracerProvider) *ClientHolderBuilder {
 	b.tracing = tp
 	return b
