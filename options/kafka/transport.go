@@ -503,6 +503,9 @@ func (t *Transport) consume(ctx context.Context, group sarama.ConsumerGroup, h *
 		} else {
 			h.setLastErr(err)
 		}
+		if err == nil {
+			err = errors.New("the session ended before it consumed")
+		}
 		err = fmt.Errorf("consumer group %s: %w", h.plan.groupID, err)
 		t.tracker.Lost(err)
 		delay := t.backoff.Delay(attempt)
