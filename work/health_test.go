@@ -3,7 +3,6 @@ package work_test
 import (
 	"context"
 	"errors"
-	"net"
 	"strings"
 	"testing"
 
@@ -11,24 +10,14 @@ import (
 	"github.com/workwire/sdk-go/options"
 	"github.com/workwire/sdk-go/options/mqtt"
 	"github.com/workwire/sdk-go/options/mqtt/mqtttest"
+	"github.com/workwire/sdk-go/options/transporttest"
 )
-
-// deadAddr returns a loopback address nothing listens on.
-func deadAddr(t *testing.T) string {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	_ = l.Close()
-	return addr
-}
 
 // Healthy is what a readiness probe reads: why a holder is not ready while
 // its broker is down, nil once Start returned, the loss of the broker
 // later, and ErrClosed after Close.
 func TestHolderHealthFollowsItsBroker(t *testing.T) {
-	h, err := agentBuilder(&mqtt.Config{BrokerHost: deadAddr(t)}, "cluster1").NewClientHolder()
+	h, err := agentBuilder(&mqtt.Config{BrokerHost: transporttest.ClosedAddr(t)}, "cluster1").NewClientHolder()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -18,6 +18,7 @@ import (
 	"github.com/workwire/sdk-go/examples/work-agent/agent"
 	"github.com/workwire/sdk-go/examples/work-agent/fakecluster"
 	"github.com/workwire/sdk-go/options/mqtt"
+	"github.com/workwire/sdk-go/options/transporttest"
 	"github.com/workwire/sdk-go/work"
 )
 
@@ -135,7 +136,7 @@ func TestFlags(t *testing.T) {
 // An operator who starts the hub before its broker learns so at once, at
 // the default log level, and why.
 func TestADeadBrokerIsReportedAtOnce(t *testing.T) {
-	addr := cmdtest.DeadAddr(t)
+	addr := transporttest.ClosedAddr(t)
 	lines, took := cmdtest.FirstConnectFailure(t, "-broker", addr)
 	cmdtest.CheckFirstFailure(t, lines, addr)
 	t.Logf("the first failure was logged %v after the start", took)

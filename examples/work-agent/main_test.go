@@ -17,6 +17,7 @@ import (
 	"github.com/workwire/sdk-go/examples/internal/cmdtest"
 	"github.com/workwire/sdk-go/options/mqtt"
 	"github.com/workwire/sdk-go/options/mqtt/mqtttest"
+	"github.com/workwire/sdk-go/options/transporttest"
 	"github.com/workwire/sdk-go/work"
 )
 
@@ -109,7 +110,7 @@ func TestFlags(t *testing.T) {
 // An operator who starts an agent before its broker learns so at once, at
 // the default log level, and why.
 func TestADeadBrokerIsReportedAtOnce(t *testing.T) {
-	addr := cmdtest.DeadAddr(t)
+	addr := transporttest.ClosedAddr(t)
 	lines, took := cmdtest.FirstConnectFailure(t, "-broker", addr)
 	cmdtest.CheckFirstFailure(t, lines, addr)
 	t.Logf("the first failure was logged %v after the start", took)

@@ -1,7 +1,6 @@
 package grpc_test
 
 import (
-	"net"
 	"testing"
 
 	"github.com/go-logr/logr"
@@ -30,7 +29,7 @@ func TestConformance(t *testing.T) {
 		New: func(t *testing.T) options.Transport { return newTransport(t, srv.Config()) },
 		NewUnreachable: func(t *testing.T) options.Transport {
 			cfg := srv.Config()
-			cfg.ServerAddress = closedPort(t)
+			cfg.ServerAddress = transporttest.ClosedAddr(t)
 			return newTransport(t, cfg)
 		},
 		NewLimited: func(t *testing.T, limit int) options.Transport {
@@ -49,15 +48,4 @@ func TestConformance(t *testing.T) {
 			}
 		},
 	})
-}
-
-// closedPort returns an address nothing listens on.
-func closedPort(t testing.TB) string {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	l.Close()
-	return addr
 }

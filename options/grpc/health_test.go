@@ -18,7 +18,7 @@ import (
 // timeout: Healthy (and the log) say "connection refused" while Start
 // still waits.
 func TestADeadServerFailsEachAttemptAtOnce(t *testing.T) {
-	tr := newTransport(t, grpc.Config{ServerAddress: closedPort(t), DialTimeout: options.Duration(time.Hour)})
+	tr := newTransport(t, grpc.Config{ServerAddress: transporttest.ClosedAddr(t), DialTimeout: options.Duration(time.Hour)})
 	ctx, cancel := context.WithCancel(context.Background())
 	started := make(chan error, 1)
 	go func() {

@@ -2,7 +2,6 @@ package kafka_test
 
 import (
 	"context"
-	"net"
 	"os"
 	"strings"
 	"testing"
@@ -63,7 +62,7 @@ func harness(addrs []string, restart func(t *testing.T), sendRaw func(t *testing
 	return transporttest.Harness{
 		New: func(t *testing.T) options.Transport { return newTransport(t, kafka.Config{Brokers: addrs}) },
 		NewUnreachable: func(t *testing.T) options.Transport {
-			return newTransport(t, kafka.Config{Brokers: []string{closedPort(t)}})
+			return newTransport(t, kafka.Config{Brokers: []string{transporttest.ClosedAddr(t)}})
 		},
 		NewLimited: func(t *testing.T, limit int) options.Transport {
 			return newTransport(t, kafka.Config{Brokers: addrs, MaxEventBytes: limit})
@@ -90,17 +89,6 @@ func TestConformanceRealCluster(t *testing.T) {
 	// A shared cluster cannot be restarted or fed raw records from here:
 	// the suite skips those tests.
 	transporttest.Run(t, harness(strings.Split(addrs, ","), nil, nil))
-}
-
-// closedPort returns an address nothing listens on.
-func closedPort(t testing.TB) string {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	l.Close()
-	return addr
 }
 
 // publishRaw writes bytes that are not a CloudEvent where route's

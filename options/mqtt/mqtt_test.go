@@ -2,7 +2,6 @@ package mqtt_test
 
 import (
 	"context"
-	"net"
 	"os"
 	"testing"
 	"time"
@@ -36,7 +35,7 @@ func harness(addr string, restart func(t *testing.T)) transporttest.Harness {
 	return transporttest.Harness{
 		New: func(t *testing.T) options.Transport { return newTransport(t, mqtt.Config{BrokerHost: addr}) },
 		NewUnreachable: func(t *testing.T) options.Transport {
-			return newTransport(t, mqtt.Config{BrokerHost: closedPort(t)})
+			return newTransport(t, mqtt.Config{BrokerHost: transporttest.ClosedAddr(t)})
 		},
 		NewLimited: func(t *testing.T, limit int) options.Transport {
 			return newTransport(t, mqtt.Config{BrokerHost: addr, MaxEventBytes: limit})
@@ -62,17 +61,6 @@ func TestConformanceRealBroker(t *testing.T) {
 	}
 	// A shared broker cannot be restarted from here: the suite skips that test.
 	transporttest.Run(t, harness(addr, nil))
-}
-
-// closedPort returns an address nothing listens on.
-func closedPort(t *testing.T) string {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	l.Close()
-	return addr
 }
 
 // publishRaw publishes bytes that are not a CloudEvent on route's topic.

@@ -5,7 +5,6 @@ package cmdtest
 import (
 	"bufio"
 	"io"
-	"net"
 	"os"
 	"os/exec"
 	"slices"
@@ -29,18 +28,6 @@ func RunMain(name string, main func()) {
 	os.Args = append([]string{name}, strings.Fields(args)...)
 	main()
 	os.Exit(0)
-}
-
-// DeadAddr returns a loopback address nothing listens on.
-func DeadAddr(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	_ = l.Close()
-	return addr
 }
 
 // FirstConnectFailure runs the command with args against a broker that is
