@@ -109,14 +109,12 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	if err != nil {
 		return err
 	}
-	if *healthAddr != "" {
-		stop, err := cmdutil.ServeReadiness(*healthAddr, holder.Healthy, out)
-		if err != nil {
-			_ = holder.Close(context.Background())
-			return err
-		}
-		defer stop()
+	stopProbe, err := cmdutil.ServeReadiness(*healthAddr, holder.Healthy, out)
+	if err != nil {
+		_ = holder.Close(context.Background())
+		return err
 	}
+	defer stopProbe()
 
 	return hub.Run(ctx, hub.Config{
 		Holder:    holder,

@@ -21,7 +21,6 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"net/http"
 	"os"
 	"os/signal"
 	"strings"
@@ -43,6 +42,7 @@ import (
 	workv1 "open-cluster-management.io/api/work/v1"
 
 	"github.com/workwire/sdk-go/codec"
+	"github.com/workwire/sdk-go/examples/internal/cmdutil"
 	"github.com/workwire/sdk-go/generic"
 	"github.com/workwire/sdk-go/generic/metrics"
 	"github.com/workwire/sdk-go/generic/types"
@@ -100,7 +100,7 @@ func run(ctx context.Context, cfg config, out io.Writer) error {
 		if err != nil {
 			return err
 		}
-		stopServing, err := serveMetrics(cfg.metricsAddr, reg, out)
+		stopServing, err := cmdutil.Serve(cfg.metricsAddr, "metrics", "/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}), out)
 		if err != nil {
 			return err
 		}
@@ -278,27 +278,6 @@ func isTerminal(w io.Writer) bool {
 	}
 	st, err := f.Stat()
 	return err == nil && st.Mode()&os.ModeCharDevice != 0
-}
-
-// serveMetrics serves reg at http://addr/metrics until stop.
-func serveMetrics(addr string, reg *prometheus.Registry, out io.Writer) (stop func(), err error) {
-	lis, err := net.Listen("tcp", addr)
-	if err != nil {
-		return nil, fmt.Errorf("-metrics-addr: %w", err)
-	}
-	mux := http.NewServeMux()
-	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		_ = srv.Serve(lis)
-	}()
-	fmt.Fprintf(out, "metrics on http://%s/metrics\n", lis.Addr())
-	return func() {
-		_ = srv.Close()
-		<-done
-	}, nil
 }
 
 // connect starts the embedded broker of cfg.transport, unless cfg.broker

@@ -101,14 +101,12 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	if *kubeconfig == "" {
 		fmt.Fprintln(out, "applying to an in-memory cluster (use -kubeconfig for a real one)")
 	}
-	if *healthAddr != "" {
-		stop, err := cmdutil.ServeReadiness(*healthAddr, holder.Healthy, out)
-		if err != nil {
-			_ = holder.Close(context.Background())
-			return err
-		}
-		defer stop()
+	stopProbe, err := cmdutil.ServeReadiness(*healthAddr, holder.Healthy, out)
+	if err != nil {
+		_ = holder.Close(context.Background())
+		return err
 	}
+	defer stopProbe()
 	return agent.Run(ctx, agent.Config{
 		Holder:                holder,
 		Cluster:               *cluster,

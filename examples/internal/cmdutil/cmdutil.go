@@ -1,5 +1,5 @@
-// Package cmdutil holds what the example commands share: klog's -v flag and
-// a readiness probe over HTTP.
+// Package cmdutil holds what the example commands share: klog's -v flag,
+// and serving a readiness probe or metrics over HTTP.
 package cmdutil
 
 import (
@@ -25,10 +25,10 @@ func Verbosity(fs *flag.FlagSet) {
 // ServeReadiness serves check at http://addr/readyz, as a Kubernetes
 // readiness probe reads it: 200 "ok" while check returns nil, 503 with the
 // error otherwise. It prints where it listens to out and serves until stop.
+// An empty addr serves nothing (stop does nothing).
 func ServeReadiness(addr string, check func() error, out io.Writer) (stop func(), err error) {
-	lis, err := net.Listen("tcp", addr)
-	if err != nil {
-		return nil, fmt.Errorf("-health-addr: %w", err)
+	if addr == "" {
+		return func() {}, nil
 	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
@@ -38,15 +38,26 @@ func ServeReadiness(addr string, check func() error, out io.Writer) (stop func()
 		}
 		_, _ = io.WriteString(w, "ok\n")
 	})
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	return Serve(addr, "readiness probe", "/readyz", mux, out)
+}
+
+// Serve serves h on addr until stop, and prints to out that what (say,
+// "metrics") is at http://<the address>/path: with a port of 0, the one
+// the system chose.
+func Serve(addr, what, path string, h http.Handler, out io.Writer) (stop func(), err error) {
+	lis, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", what, err)
+	}
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
 		if err := srv.Serve(lis); !errors.Is(err, http.ErrServerClosed) {
-			klog.Background().Error(err, "readiness probe server failed")
+			klog.Background().Error(err, "server failed", "serving", what)
 		}
 	}()
-	fmt.Fprintf(out, "readiness probe on http://%s/readyz\n", lis.Addr())
+	fmt.Fprintf(out, "%s on http://%s%s\n", what, lis.Addr(), path)
 	return func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
