@@ -289,16 +289,11 @@ func (a *AgentClient[T]) answerResync(ctx context.Context, source string, dt typ
 	if !sess.Finish(index) {
 		return nil
 	}
-	for id, obj := range sess.Unnamed() {
-		if err := a.sendStatus(ctx, codec, obj, &sess.State); err != nil {
-			return err
-		}
-		sess.Name(id) // a retry after a failed send resumes here
-		sess.Sent++
+	if err := sess.AnswerUnnamed(func(obj T) error { return a.sendStatus(ctx, codec, obj, &sess.State) }); err != nil {
+		return err
 	}
 	a.sessions.Close(key, sess)
-	c.cfg.observer.ResyncAnswered(c.side, dt, sess.Sent)
-	c.cfg.observer.ResyncAnswerDuration(c.side, dt, time.Since(sess.Opened()))
+	c.resyncAnswered(dt, sess.Sent, sess.Opened())
 	c.log.V(2).Info("answered status resync", "source", source, "dataType", dt, "sent", sess.Sent, "held", sess.Held())
 	return nil
 }

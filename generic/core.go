@@ -314,6 +314,13 @@ func (c *core[T]) healthy() error {
 	return nil
 }
 
+// resyncAnswered reports a resync request answered with sent events, whose
+// first batch arrived at opened.
+func (c *core[T]) resyncAnswered(dt types.DataType, sent int, opened time.Time) {
+	c.cfg.observer.ResyncAnswered(c.side, dt, sent)
+	c.cfg.observer.ResyncAnswerDuration(c.side, dt, time.Since(opened))
+}
+
 // stats returns the client's Stats; Held is -1.
 func (c *core[T]) stats() Stats {
 	return Stats{Connected: c.healthy() == nil, Queued: c.q.Len(), Held: -1}

@@ -268,16 +268,11 @@ func (s *SourceClient[T]) answerResync(ctx context.Context, cluster string, dt t
 	if !sess.Finish(index) {
 		return nil
 	}
-	for id, obj := range sess.Unnamed() {
-		if err := s.sendSpec(ctx, codec, cluster, obj, false); err != nil {
-			return err
-		}
-		sess.Name(id) // a retry after a failed send resumes here
-		sess.Sent++
+	if err := sess.AnswerUnnamed(func(obj T) error { return s.sendSpec(ctx, codec, cluster, obj, false) }); err != nil {
+		return err
 	}
 	s.sessions.Close(key, sess)
-	c.cfg.observer.ResyncAnswered(c.side, dt, sess.Sent)
-	c.cfg.observer.ResyncAnswerDuration(c.side, dt, time.Since(sess.Opened()))
+	c.resyncAnswered(dt, sess.Sent, sess.Opened())
 	c.log.V(2).Info("answered spec resync", "cluster", cluster, "dataType", dt, "sent", sess.Sent, "held", sess.Held())
 	return nil
 }

@@ -13,7 +13,6 @@ package resync
 
 import (
 	"fmt"
-	"iter"
 	"sync"
 	"time"
 
@@ -98,20 +97,21 @@ func (s *Session[H, X]) Finish(index int) (complete bool) {
 	return len(s.got) >= s.total
 }
 
-// Unnamed yields the held resources no batch named, which the request's
-// sender lacks. The caller marks each it sent with Name, so a retry after a
-// failed send resumes where it stopped.
-func (s *Session[H, X]) Unnamed() iter.Seq2[string, H] {
-	return func(yield func(string, H) bool) {
-		for id, h := range s.held {
-			if _, named := s.named[id]; named {
-				continue
-			}
-			if !yield(id, h) {
-				return
-			}
+// AnswerUnnamed sends each held resource no batch named, which the
+// request's sender lacks, counting it in Sent. It stops at the first error
+// send returns; called again, it resumes with what was not sent.
+func (s *Session[H, X]) AnswerUnnamed(send func(H) error) error {
+	for id, h := range s.held {
+		if _, named := s.named[id]; named {
+			continue
 		}
+		if err := send(h); err != nil {
+			return err
+		}
+		s.named[id] = struct{}{}
+		s.Sent++
 	}
+	return nil
 }
 
 // Sessions holds the requests being answered, one per key (a peer and a

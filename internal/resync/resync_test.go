@@ -1,7 +1,7 @@
 package resync
 
 import (
-	"maps"
+	"errors"
 	"slices"
 	"testing"
 	"time"
@@ -73,20 +73,26 @@ func TestSessionAssemblesBatches(t *testing.T) {
 		t.Fatal("not complete after both batches")
 	}
 	var first string
-	for id := range s.Unnamed() {
-		first = id // the send of this one fails: not marked
-		break
+	if err := s.AnswerUnnamed(func(h int) error {
+		first = map[int]string{3: "c", 4: "d"}[h] // the send of this one fails: not counted
+		return errors.New("broker gone")
+	}); err == nil {
+		t.Fatal("a failed send did not end the answer")
 	}
 	var rest []string
-	for id := range s.Unnamed() {
-		rest = append(rest, id)
-		s.Name(id)
+	if err := s.AnswerUnnamed(func(h int) error {
+		rest = append(rest, map[int]string{3: "c", 4: "d"}[h])
+		return nil
+	}); err != nil {
+		t.Fatal(err)
 	}
 	slices.Sort(rest)
-	if !slices.Equal(rest, []string{"c", "d"}) || (first != "c" && first != "d") {
-		t.Errorf("unnamed: first try %q, then %v; want c and d", first, rest)
+	if !slices.Equal(rest, []string{"c", "d"}) || (first != "c" && first != "d") || s.Sent != 2 {
+		t.Errorf("unnamed: first try %q, then %v (%d sent); want c and d, 2 sent", first, rest, s.Sent)
 	}
-	if n := len(maps.Collect(s.Unnamed())); n != 0 {
+	n := 0
+	_ = s.AnswerUnnamed(func(int) error { n++; return nil })
+	if n != 0 {
 		t.Errorf("%d unnamed after all were sent", n)
 	}
 

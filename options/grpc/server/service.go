@@ -203,7 +203,7 @@ func (w *agentWork) requestStatusResync(ctx context.Context, b *binding) {
 			return
 		}
 		route := options.Route{Role: options.RoleStatusResync, Source: w.s.sourceID}
-		if !w.send(ctx, route, b, evt) {
+		if w.send(ctx, route, b, evt) != nil {
 			return
 		}
 	}
@@ -270,7 +270,7 @@ func (w *agentWork) answerSpecResync(ctx context.Context, b *binding, batch *clo
 		default:
 			continue
 		}
-		if !w.send(ctx, route, b, evt) {
+		if w.send(ctx, route, b, evt) != nil {
 			return
 		}
 		sess.Sent++
@@ -281,12 +281,8 @@ func (w *agentWork) answerSpecResync(ctx context.Context, b *binding, batch *clo
 	if !sess.Finish(index) {
 		return
 	}
-	for id, evt := range sess.Unnamed() {
-		if !w.send(ctx, route, b, evt) {
-			return
-		}
-		sess.Name(id)
-		sess.Sent++
+	if sess.AnswerUnnamed(func(evt *cloudevents.Event) error { return w.send(ctx, route, b, evt) }) != nil {
+		return
 	}
 	w.sessions.Close(key, sess)
 	log.V(2).Info("answered spec resync", "sent", sess.Sent, "held", sess.Held())
@@ -338,15 +334,16 @@ func (s *Server) orphans() resync.Orphans {
 	}
 }
 
-// send queues evt for the agent, waiting for room; false when the
-// subscriber is gone.
-func (w *agentWork) send(ctx context.Context, route options.Route, b *binding, evt *cloudevents.Event) bool {
+// send queues evt for the agent, waiting for room; an error when the
+// subscriber is gone or ctx ended. An event that cannot be encoded is
+// logged and skipped.
+func (w *agentWork) send(ctx context.Context, route options.Route, b *binding, evt *cloudevents.Event) error {
 	pbe, err := protocol.ToProto(evt)
 	if err != nil {
 		w.s.log.Error(err, "encode event from the service; skipped", "id", evt.ID())
-		return true
+		return nil
 	}
-	return w.sub.offerWait(ctx, newQueued(route.Cluster, pbe, b.dataType)) == nil
+	return w.sub.offerWait(ctx, newQueued(route.Cluster, pbe, b.dataType))
 }
 
 // orphanDelete is the delete_request for a resource the agent holds and the
