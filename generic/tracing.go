@@ -37,7 +37,7 @@ func (c eventCarrier) Keys() []string { return []string{"traceparent", "tracesta
 // startSend starts the producer span of sending evt, and writes its
 // context into evt.
 func (c *core[T]) startSend(ctx context.Context, et types.EventType, evt *cloudevents.Event) (context.Context, trace.Span) {
-	ctx, span := c.tracer.Start(ctx, "send "+string(et.SubResource)+"."+string(et.Action), trace.WithSpanKind(trace.SpanKindProducer))
+	ctx, span := c.tracer.Start(ctx, spanName("send ", et), producer)
 	if span.IsRecording() {
 		span.SetAttributes(eventAttributes(c, et, evt)...)
 	}
@@ -53,11 +53,45 @@ func (c *core[T]) startProcess(ctx context.Context, et types.EventType, evt *clo
 	if _, ok := evt.Extensions()["traceparent"]; ok {
 		ctx = traceContext.Extract(ctx, eventCarrier{evt})
 	}
-	ctx, span := c.tracer.Start(ctx, "process "+string(et.SubResource)+"."+string(et.Action), trace.WithSpanKind(trace.SpanKindConsumer))
+	ctx, span := c.tracer.Start(ctx, spanName("process ", et), consumer)
 	if span.IsRecording() {
 		span.SetAttributes(eventAttributes(c, et, evt)...)
 	}
 	return ctx, span
+}
+
+// The span kinds, made once: an option is an interface value.
+var (
+	producer = trace.WithSpanKind(trace.SpanKindProducer)
+	consumer = trace.WithSpanKind(trace.SpanKindConsumer)
+)
+
+// spanNames holds the name of every span of the protocol's event types, so
+// that naming one, on every send and receipt, allocates nothing.
+var spanNames = func() map[spanKey]string {
+	m := map[spanKey]string{}
+	for _, verb := range []string{"send ", "process "} {
+		for _, sub := range []types.SubResource{types.SubResourceSpec, types.SubResourceStatus} {
+			for _, a := range []types.Action{types.CreateRequest, types.UpdateRequest, types.DeleteRequest, types.ResyncRequest, types.ResyncResponse} {
+				m[spanKey{verb, sub, a}] = verb + string(sub) + "." + string(a)
+			}
+		}
+	}
+	return m
+}()
+
+type spanKey struct {
+	verb string
+	sub  types.SubResource
+	act  types.Action
+}
+
+// spanName is "<verb><subresource>.<action>", such as "send spec.create_request".
+func spanName(verb string, et types.EventType) string {
+	if n, ok := spanNames[spanKey{verb, et.SubResource, et.Action}]; ok {
+		return n
+	}
+	return verb + string(et.SubResource) + "." + string(et.Action)
 }
 
 func eventAttributes[T Object](c *core[T], et types.EventType, evt *cloudevents.Event) []attribute.KeyValue {
