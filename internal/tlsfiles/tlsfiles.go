@@ -11,22 +11,25 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"sync"
 )
 
 // KeyPair is a certificate and key in two PEM files. It is goroutine-safe.
 type KeyPair struct {
-	certFile, keyFile string
-
-	mu              sync.Mutex
-	certPEM, keyPEM []byte
-	cert            *tls.Certificate
+	files parsed[*tls.Certificate]
 }
 
 // NewKeyPair returns the pair in certFile and keyFile, loaded once to
 // report a problem now.
 func NewKeyPair(certFile, keyFile string) (*KeyPair, error) {
-	k := &KeyPair{certFile: certFile, keyFile: keyFile}
+	k := &KeyPair{files: parsed[*tls.Certificate]{paths: []string{certFile, keyFile}, parse: func(data [][]byte) (*tls.Certificate, error) {
+		cert, err := tls.X509KeyPair(data[0], data[1])
+		if err != nil {
+			return nil, fmt.Errorf("%s and %s: %w", certFile, keyFile, err)
+		}
+		return &cert, nil
+	}}}
 	if _, err := k.Get(); err != nil {
 		return nil, err
 	}
@@ -34,45 +37,22 @@ func NewKeyPair(certFile, keyFile string) (*KeyPair, error) {
 }
 
 // Get returns the pair as the files hold it now.
-func (k *KeyPair) Get() (*tls.Certificate, error) {
-	certPEM, err := os.ReadFile(k.certFile)
-	if err != nil {
-		return nil, fmt.Errorf("certificate: %w", err)
-	}
-	keyPEM, err := os.ReadFile(k.keyFile)
-	if err != nil {
-		return nil, fmt.Errorf("key: %w", err)
-	}
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	if k.cert != nil && bytes.Equal(certPEM, k.certPEM) && bytes.Equal(keyPEM, k.keyPEM) {
-		return k.cert, nil
-	}
-	cert, err := tls.X509KeyPair(certPEM, keyPEM)
-	if err != nil {
-		// Between the writes of a rotation the two files may not match:
-		// keep serving the last good pair if there is one.
-		if k.cert != nil {
-			return k.cert, nil
-		}
-		return nil, fmt.Errorf("%s and %s: %w", k.certFile, k.keyFile, err)
-	}
-	k.certPEM, k.keyPEM, k.cert = certPEM, keyPEM, &cert
-	return k.cert, nil
-}
+func (k *KeyPair) Get() (*tls.Certificate, error) { return k.files.get() }
 
 // Pool is a PEM bundle of CA certificates in a file. It is goroutine-safe.
 type Pool struct {
-	file string
-
-	mu   sync.Mutex
-	pem  []byte
-	pool *x509.CertPool
+	files parsed[*x509.CertPool]
 }
 
 // NewPool returns the bundle in file, loaded once to report a problem now.
 func NewPool(file string) (*Pool, error) {
-	p := &Pool{file: file}
+	p := &Pool{files: parsed[*x509.CertPool]{paths: []string{file}, parse: func(data [][]byte) (*x509.CertPool, error) {
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(data[0]) {
+			return nil, fmt.Errorf("%s: no PEM certificate found", file)
+		}
+		return pool, nil
+	}}}
 	if _, err := p.Get(); err != nil {
 		return nil, err
 	}
@@ -80,25 +60,44 @@ func NewPool(file string) (*Pool, error) {
 }
 
 // Get returns the bundle as the file holds it now.
-func (p *Pool) Get() (*x509.CertPool, error) {
-	data, err := os.ReadFile(p.file)
-	if err != nil {
-		return nil, err
+func (p *Pool) Get() (*x509.CertPool, error) { return p.files.get() }
+
+// parsed is what parse made of the files at paths, parsed again only when
+// their bytes changed. While their bytes do not parse — between the writes
+// of a rotation — it keeps the last value that did.
+type parsed[T any] struct {
+	paths []string
+	parse func(data [][]byte) (T, error)
+
+	mu   sync.Mutex
+	data [][]byte
+	val  T
+	ok   bool
+}
+
+func (p *parsed[T]) get() (T, error) {
+	var zero T
+	data := make([][]byte, len(p.paths))
+	for i, path := range p.paths {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return zero, err
+		}
+		data[i] = b
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.pool != nil && bytes.Equal(data, p.pem) {
-		return p.pool, nil
+	if p.ok && slices.EqualFunc(data, p.data, bytes.Equal) {
+		return p.val, nil
 	}
-	pool := x509.NewCertPool()
-	if !pool.AppendCertsFromPEM(data) {
-		if p.pool != nil {
-			return p.pool, nil // a rotation half written: keep the last good one
-		}
-		return nil, fmt.Errorf("%s: no PEM certificate found", p.file)
+	v, err := p.parse(data)
+	switch {
+	case err == nil:
+		p.data, p.val, p.ok = data, v, true
+	case !p.ok:
+		return zero, err
 	}
-	p.pem, p.pool = data, pool
-	return pool, nil
+	return p.val, nil
 }
 
 // VerifyServer verifies a server's certificate chain against roots as
