@@ -452,7 +452,7 @@ func (t *Transport) Send(ctx context.Context, route options.Route, evt *cloudeve
 		return fmt.Errorf("mqtt: %w", err)
 	}
 	t.mu.Lock()
-	cli, maxPacket, connDone := t.client, t.maxPacket, t.connDone
+	cli, maxPacket, connDone, inferred := t.client, t.maxPacket, t.connDone, t.silent.inferred
 	var state error
 	switch {
 	case t.closed:
@@ -474,12 +474,8 @@ func (t *Transport) Send(ctx context.Context, route options.Route, evt *cloudeve
 	if limit := t.limit(maxPacket); limit > 0 && size > limit {
 		return fmt.Errorf("mqtt: event %s of type %s: %w: %d bytes, limit %d", evt.ID(), evt.Type(), options.ErrTooLarge, size, limit)
 	}
-	t.mu.Lock()
-	inferred := t.silent.refuses(size)
-	t.mu.Unlock()
-	if inferred > 0 {
-		return fmt.Errorf("mqtt: event %s of type %s: %w: %d bytes; the broker announced no limit, but dropped the connection twice when sent %d bytes or more",
-			evt.ID(), evt.Type(), options.ErrTooLarge, size, inferred)
+	if inferred > 0 && size >= inferred {
+		return fmt.Errorf("mqtt: event %s of type %s: %w", evt.ID(), evt.Type(), silentLimitError(size, inferred))
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -492,15 +488,23 @@ func (t *Transport) Send(ctx context.Context, route options.Route, evt *cloudeve
 		inferred := t.silent.dropped(size)
 		t.mu.Unlock()
 		if inferred > 0 {
-			return fmt.Errorf("mqtt: publish to %s: %w: %d bytes; the broker announced no limit, but dropped the connection twice when sent %d bytes or more (%w)",
-				topic, options.ErrTooLarge, size, inferred, err)
+			return fmt.Errorf("mqtt: publish to %s: %w (%w)", topic, silentLimitError(size, inferred), err)
 		}
 		return fmt.Errorf("mqtt: publish to %s: %w: %w", topic, options.ErrNotConnected, err)
 	}
-	t.mu.Lock()
-	t.silent.sent(size)
-	t.mu.Unlock()
+	if size > minSilentLimit { // smaller packets tell silentLimit nothing: no lock
+		t.mu.Lock()
+		t.silent.sent(size)
+		t.mu.Unlock()
+	}
 	return nil
+}
+
+// silentLimitError says why an event is too large for a broker that
+// announced no limit.
+func silentLimitError(size, limit int) error {
+	return fmt.Errorf("%w: %d bytes; the broker announced no limit, but dropped the connection twice when sent %d bytes or more",
+		options.ErrTooLarge, size, limit)
 }
 
 // minSilentLimit is the smallest packet size silentLimit infers: brokers'
@@ -520,14 +524,6 @@ type silentLimit struct {
 	largestSent int // the largest packet the broker acknowledged
 	suspect     int // the size of a packet in flight at a drop; 0 for none
 	inferred    int // packets this large or larger are refused; 0 for none
-}
-
-// refuses returns the inferred limit if size is over it, else 0.
-func (s *silentLimit) refuses(size int) int {
-	if s.inferred > 0 && size >= s.inferred {
-		return s.inferred
-	}
-	return 0
 }
 
 // dropped records that the connection dropped while a packet of size was
