@@ -9,6 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
 	workv1 "open-cluster-management.io/api/work/v1"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
@@ -40,17 +41,21 @@ func TestHubToAgentRoundTripWithControllerRuntime(t *testing.T) {
 	}
 
 	// The agent: apply what arrives, that is, report it Applied.
-	go func() {
-		for ctx.Err() == nil {
-			w, err := agent.ManifestWorkInformer().Lister().ManifestWorks("cluster1").Get("web")
-			if err == nil && !meta.IsStatusConditionTrue(w.Status.Conditions, workv1.WorkApplied) {
-				w = w.DeepCopy()
-				meta.SetStatusCondition(&w.Status.Conditions, metav1.Condition{Type: workv1.WorkApplied, Status: metav1.ConditionTrue, Reason: "Applied", ObservedGeneration: w.Generation})
-				_, _ = agent.WorkInterface().WorkV1().ManifestWorks("cluster1").UpdateStatus(ctx, w, metav1.UpdateOptions{})
-			}
-			time.Sleep(10 * time.Millisecond)
+	works := agent.WorkInterface().WorkV1().ManifestWorks("cluster1")
+	apply := func(obj any) {
+		w := obj.(*workv1.ManifestWork)
+		if meta.IsStatusConditionTrue(w.Status.Conditions, workv1.WorkApplied) {
+			return
 		}
-	}()
+		w = w.DeepCopy()
+		meta.SetStatusCondition(&w.Status.Conditions, metav1.Condition{Type: workv1.WorkApplied, Status: metav1.ConditionTrue, Reason: "Applied", ObservedGeneration: w.Generation})
+		_, _ = works.UpdateStatus(ctx, w, metav1.UpdateOptions{}) // a conflict comes back as an update
+	}
+	if _, err := agent.ManifestWorkInformer().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc: apply, UpdateFunc: func(_, obj any) { apply(obj) },
+	}); err != nil {
+		t.Fatal(err)
+	}
 
 	created := &workv1.ManifestWork{
 		ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "cluster1"},
