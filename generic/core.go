@@ -236,11 +236,11 @@ func (c *core[T]) start(ctx context.Context) error {
 		c.mu.Unlock()
 		return ErrClosed
 	}
-	if !c.cfg.loggerSet {
-		if l, err := logr.FromContext(ctx); err == nil {
-			c.log = l.WithValues("side", c.side, "id", c.id)
-			c.ctx = logr.NewContext(c.ctx, c.log)
-		}
+	if c.cfg.loggerSet {
+		ctx = logr.NewContext(ctx, c.cfg.logger) // the transport's, unless it has its own
+	} else if l, err := logr.FromContext(ctx); err == nil {
+		c.log = l.WithValues("side", c.side, "id", c.id)
+		c.ctx = logr.NewContext(c.ctx, c.log)
 	}
 	c.state = stateStarted
 	c.startedAt = time.Now()

@@ -133,7 +133,8 @@ type agentOption func(*agentConfig)
 
 func (o agentOption) applyAgent(c *agentConfig) { o(c) }
 
-// WithLogger sets the client's logger. Default: the logger of the context
+// WithLogger sets the client's logger, and its transport's unless the
+// transport was given one of its own. Default: the logger of the context
 // given to Start (klog.FromContext), which is klog.Background() unless the
 // caller put one there. Lifecycle at V(0), connects and resyncs at V(2),
 // each event at V(4), payloads at V(5).

@@ -218,6 +218,18 @@ type Transport interface {
 	Close(ctx context.Context) error
 }
 
+// TransportConfig is a transport's configuration, which makes the
+// transport. The configs of workwire's MQTT, Kafka and gRPC transports
+// implement it (as *mqtt.Config, *kafka.Config, *grpc.Config), so that
+// package work takes any of them and a program links only the transports it
+// configures.
+type TransportConfig interface {
+	// NewTransport validates the config and returns a new transport of it,
+	// with no network I/O. The transport logs to the logger of its Start's
+	// context.
+	NewTransport() (Transport, error)
+}
+
 // EventSizeLimiter is implemented by transports that know the largest event
 // they send; workwire's MQTT, Kafka, gRPC and memory transports do (MQTT's
 // is its config's, or the smaller one its broker announces when it

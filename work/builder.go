@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"reflect"
 	"sync"
 	"time"
 
@@ -24,10 +25,6 @@ import (
 	"github.com/workwire/sdk-go/generic/types"
 	"github.com/workwire/sdk-go/internal/store"
 	"github.com/workwire/sdk-go/options"
-	"github.com/workwire/sdk-go/options/grpc"
-	"github.com/workwire/sdk-go/options/kafka"
-	"github.com/workwire/sdk-go/options/memory"
-	"github.com/workwire/sdk-go/options/mqtt"
 )
 
 // Defaults of the builder.
@@ -42,41 +39,30 @@ const (
 	publishWorkers = 16
 )
 
-// Config is how a holder connects: to a kube-apiserver (*rest.Config),
-// which gives the ordinary clientset, or to a broker (an MQTT, Kafka or gRPC
-// config, or any transport through a TransportFunc), which gives the
-// event-based one. Switching a controller is changing this one argument.
-type Config interface {
-	*rest.Config | *mqtt.Config | *kafka.Config | *grpc.Config | TransportFunc
-}
-
 // TransportFunc makes the transport of one holder: for transports defined
 // outside workwire, and for tests over options/memory. The holder owns and
-// closes what it returns. If the transport implements
-// options.EventSizeLimiter, a hub holder refuses works too large for it at
-// once.
+// closes what it returns.
 type TransportFunc func() (options.Transport, error)
 
+// NewTransport implements options.TransportConfig: it returns f().
+func (f TransportFunc) NewTransport() (options.Transport, error) { return f() }
+
 // A hub holder whose transport's event size limit is known
-// (options.EventSizeLimiter) answers Create, Update and Patch of a work whose
-// manifests and metadata alone exceed it with 413 Request Entity Too Large,
-// as a kube-apiserver answers an object larger than it stores, instead of
-// storing a work it can never deliver. This needs the publishing codec to
-// be one of package codec's, which carry manifests verbatim. Works too large
-// by a measure only the transport can take are reported to the error
-// handler when they fail to publish (see ClientHolderBuilder.WithErrorHandler).
-var (
-	_ options.EventSizeLimiter = (*mqtt.Transport)(nil)
-	_ options.EventSizeLimiter = (*kafka.Transport)(nil)
-	_ options.EventSizeLimiter = (*grpc.Transport)(nil)
-	_ options.EventSizeLimiter = (*memory.Transport)(nil)
-)
+// (options.EventSizeLimiter, which workwire's transports implement) answers
+// Create, Update and Patch of a work whose manifests and metadata alone
+// exceed it with 413 Request Entity Too Large, as a kube-apiserver answers
+// an object larger than it stores, instead of storing a work it can never
+// deliver. This needs the publishing codec to be one of package codec's,
+// which carry manifests verbatim. Works too large by a measure only the
+// transport can take are reported to the error handler when they fail to
+// publish (see ClientHolderBuilder.WithErrorHandler).
 
 // ClientHolderBuilder builds a ClientHolder. Its methods set one option
 // each and return the builder; NewClientHolder checks them all.
 type ClientHolderBuilder struct {
+	config       any // as given to NewClientHolderBuilder
 	kube         *rest.Config
-	transport    TransportFunc
+	transport    options.TransportConfig
 	sourceID     string
 	clusterName  string
 	codecs       []generic.Codec[*workv1.ManifestWork]
@@ -91,41 +77,24 @@ type ClientHolderBuilder struct {
 	tracing      trace.TracerProvider
 }
 
-// NewClientHolderBuilder starts a builder for config.
-func NewClientHolderBuilder[C Config](config C) *ClientHolderBuilder {
-	b := &ClientHolderBuilder{resync: DefaultInformerResync, logger: klog.Background()}
-	switch c := any(config).(type) {
+// NewClientHolderBuilder starts a builder for config, which says how the
+// holder connects: to a kube-apiserver (a *rest.Config), which gives the
+// ordinary clientset, or to a broker (an options.TransportConfig: an
+// *mqtt.Config, *kafka.Config or *grpc.Config, or any transport through a
+// TransportFunc), which gives the event-based one. Switching a controller
+// is changing this one argument. NewClientHolder refuses any other value.
+//
+// The holder imports no transport itself, so a program links only those it
+// configures: one over MQTT links neither Kafka's client nor gRPC.
+func NewClientHolderBuilder(config any) *ClientHolderBuilder {
+	b := &ClientHolderBuilder{config: config, resync: DefaultInformerResync, logger: klog.Background()}
+	switch c := config.(type) {
 	case *rest.Config:
 		b.kube = c
-	case *mqtt.Config:
-		if c != nil {
-			cfg := *c
-			b.transport = func() (options.Transport, error) { return mqtt.New(cfg, withLogger(b, mqtt.WithLogger)...) }
-		}
-	case *kafka.Config:
-		if c != nil {
-			cfg := *c
-			b.transport = func() (options.Transport, error) { return kafka.New(cfg, withLogger(b, kafka.WithLogger)...) }
-		}
-	case *grpc.Config:
-		if c != nil {
-			cfg := *c
-			b.transport = func() (options.Transport, error) { return grpc.New(cfg, withLogger(b, grpc.WithLogger)...) }
-		}
-	case TransportFunc:
+	case options.TransportConfig:
 		b.transport = c
 	}
 	return b
-}
-
-// withLogger is the transport option that sets b's logger, if WithLogger
-// gave one; none otherwise, so that the transport takes the logger of
-// Start's context.
-func withLogger[O any](b *ClientHolderBuilder, with func(logr.Logger) O) []O {
-	if !b.loggerSet {
-		return nil
-	}
-	return []O{with(b.logger)}
 }
 
 // WithTracerProvider sets where the holder's spans go: one for every write
@@ -257,8 +226,10 @@ type ClientHolder struct {
 func (b *ClientHolderBuilder) NewClientHolder() (*ClientHolder, error) {
 	var errs []error
 	switch {
+	case isNil(b.config):
+		errs = append(errs, fmt.Errorf("no config: %T is nil", b.config))
 	case b.kube == nil && b.transport == nil:
-		errs = append(errs, errors.New("no config: pass a *rest.Config, a transport config or a TransportFunc"))
+		errs = append(errs, fmt.Errorf("config %T: want a *rest.Config or an options.TransportConfig (*mqtt.Config, *kafka.Config, *grpc.Config, a TransportFunc)", b.config))
 	case b.kube == nil && (b.sourceID == "") == (b.clusterName == ""):
 		errs = append(errs, errors.New("set exactly one of WithSourceID (a hub) and WithClusterName (an agent)"))
 	}
@@ -303,7 +274,7 @@ func (b *ClientHolderBuilder) buildEvents(h *ClientHolder) error {
 	if err != nil {
 		return err
 	}
-	tr, err := b.transport()
+	tr, err := b.transport.NewTransport()
 	if err != nil {
 		return err
 	}
@@ -379,6 +350,18 @@ func (b *ClientHolderBuilder) buildEvents(h *ClientHolder) error {
 		h.useLogger = func(l logr.Logger) { ab.log = l.WithValues("cluster", b.clusterName); ab.pub.log = ab.log }
 	}
 	return nil
+}
+
+// isNil reports whether config is nil or a nil pointer or func.
+func isNil(config any) bool {
+	if config == nil {
+		return true
+	}
+	switch v := reflect.ValueOf(config); v.Kind() {
+	case reflect.Pointer, reflect.Func:
+		return v.IsNil()
+	}
+	return false
 }
 
 // carriesManifestsVerbatim reports whether c is one of package codec's,

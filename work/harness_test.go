@@ -66,7 +66,7 @@ func closeHolder(t *testing.T, h *work.ClientHolder) {
 	}
 }
 
-func hubBuilder[C work.Config](cfg C, source string) *work.ClientHolderBuilder {
+func hubBuilder(cfg any, source string) *work.ClientHolderBuilder {
 	var opts []generic.SourceOption
 	for _, o := range quiet() {
 		opts = append(opts, o)
@@ -74,7 +74,7 @@ func hubBuilder[C work.Config](cfg C, source string) *work.ClientHolderBuilder {
 	return work.NewClientHolderBuilder(cfg).WithSourceID(source).WithSourceOptions(opts...)
 }
 
-func agentBuilder[C work.Config](cfg C, cluster string) *work.ClientHolderBuilder {
+func agentBuilder(cfg any, cluster string) *work.ClientHolderBuilder {
 	var opts []generic.AgentOption
 	for _, o := range quiet() {
 		opts = append(opts, o)

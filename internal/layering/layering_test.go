@@ -44,6 +44,10 @@ func TestImportsPointDown(t *testing.T) {
 			[]string{module + "/internal/tlsfiles"}},
 		{module + "/options/...", manifestWork, nil},
 		{module + "/codec/...", append([]string{module + "/options/"}, brokers...), nil},
+		// The drop-in clientset takes a transport's config as an
+		// options.TransportConfig: a program links only the transports it
+		// configures.
+		{module + "/work", append([]string{module + "/options/"}, brokers...), nil},
 	}
 	for _, tt := range tests {
 		t.Run(tt.pkg, func(t *testing.T) {
@@ -62,6 +66,26 @@ func TestImportsPointDown(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// A program that builds a hub holder over MQTT links neither another
+// transport nor the gRPC broker.
+func TestAnMQTTHubLinksNoOtherTransport(t *testing.T) {
+	out, err := exec.Command("go", "list", "-deps", "-f", "{{.ImportPath}}", "./testdata/mqtthub").CombinedOutput()
+	if err != nil {
+		t.Fatalf("go list: %v\n%s", err, out)
+	}
+	deps := strings.Fields(string(out))
+	if !slices.Contains(deps, module+"/options/mqtt") {
+		t.Fatalf("the program does not link options/mqtt: the test lists the wrong program\n%s", out)
+	}
+	for _, dep := range deps {
+		for _, f := range []string{"github.com/IBM/sarama", "github.com/twmb/franz-go", "google.golang.org/grpc", module + "/options/kafka", module + "/options/grpc"} {
+			if strings.HasPrefix(dep, f) {
+				t.Errorf("a hub over MQTT links %s", dep)
+			}
+		}
 	}
 }
 

@@ -128,7 +128,20 @@ func (t *Transport) Stats() Stats {
 	}
 }
 
-var _ options.Transport = (*Transport)(nil)
+var (
+	_ options.Transport        = (*Transport)(nil)
+	_ options.EventSizeLimiter = (*Transport)(nil)
+	_ options.HealthChecker    = (*Transport)(nil)
+	_ options.TransportConfig  = (*Config)(nil)
+)
+
+// NewTransport implements options.TransportConfig: it returns New(*c).
+func (c *Config) NewTransport() (options.Transport, error) {
+	if c == nil {
+		return nil, errors.New("kafka: the config is nil")
+	}
+	return New(*c)
+}
 
 // New returns a Kafka transport for cfg. It validates cfg and does no
 // network I/O.

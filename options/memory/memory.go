@@ -253,7 +253,11 @@ type inMsg struct {
 	connected bool // a connect notice, not an event
 }
 
-var _ options.Transport = (*Transport)(nil)
+var (
+	_ options.Transport        = (*Transport)(nil)
+	_ options.EventSizeLimiter = (*Transport)(nil)
+	_ options.HealthChecker    = (*Transport)(nil)
+)
 
 // Start subscribes and connects at once.
 func (t *Transport) Start(ctx context.Context, subs []options.Subscription, r options.Receiver) error {

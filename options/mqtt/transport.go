@@ -67,7 +67,20 @@ type Transport struct {
 	wg     sync.WaitGroup
 }
 
-var _ options.Transport = (*Transport)(nil)
+var (
+	_ options.Transport        = (*Transport)(nil)
+	_ options.EventSizeLimiter = (*Transport)(nil)
+	_ options.HealthChecker    = (*Transport)(nil)
+	_ options.TransportConfig  = (*Config)(nil)
+)
+
+// NewTransport implements options.TransportConfig: it returns New(*c).
+func (c *Config) NewTransport() (options.Transport, error) {
+	if c == nil {
+		return nil, errors.New("mqtt: the config is nil")
+	}
+	return New(*c)
+}
 
 // New returns an MQTT transport for cfg. It validates cfg and does no
 // network I/O.
