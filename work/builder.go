@@ -255,7 +255,11 @@ func (b *ClientHolderBuilder) NewClientHolder() (*ClientHolder, error) {
 	if b.clusterName != "" {
 		opts = append([]workinformers.SharedInformerOption{workinformers.WithNamespace(b.clusterName)}, opts...)
 	}
-	h.factory = workinformers.NewSharedInformerFactoryWithOptions(h.clientset, b.resync, opts...)
+	informerClient := h.clientset
+	if cs, ok := h.clientset.(*clientset); ok {
+		informerClient = cs.informerClientset()
+	}
+	h.factory = workinformers.NewSharedInformerFactoryWithOptions(informerClient, b.resync, opts...)
 	h.informer = h.factory.Work().V1().ManifestWorks()
 	h.informer.Informer() // registered now, so Start starts it
 	return h, nil

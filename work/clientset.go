@@ -44,6 +44,22 @@ type clientset struct {
 	b           backend
 	unsupported *unsupportedClients
 	tracer      trace.Tracer
+	// stored makes List and Watch hand out the store's objects instead of
+	// copies: set only on the clientset of the holder's own informer
+	// factory (see informerClientset).
+	stored bool
+}
+
+// informerClientset is c for the holder's informer factory: its informers'
+// caches hold the store's own objects, so each side of a holder keeps one
+// copy of every work. Objects from a lister or an informer's handler
+// must not be changed in place — client-go's rule for every informer
+// cache, which its cache mutation detector (KUBE_CACHE_MUTATION_DETECTOR)
+// checks — and here a change would also reach what the holder publishes.
+func (c *clientset) informerClientset() *clientset {
+	ic := *c
+	ic.stored = true
+	return &ic
 }
 
 var _ versioned.Interface = (*clientset)(nil)
@@ -66,7 +82,7 @@ func (v workV1) AppliedManifestWorks() workv1client.AppliedManifestWorkInterface
 
 // ManifestWorks returns a fresh client per call, bound to namespace.
 func (v workV1) ManifestWorks(namespace string) workv1client.ManifestWorkInterface {
-	return &manifestWorks{namespace: namespace, b: v.c.b, tracer: v.c.tracer}
+	return &manifestWorks{namespace: namespace, b: v.c.b, tracer: v.c.tracer, stored: v.c.stored}
 }
 
 // manifestWorks implements the typed ManifestWork client.
@@ -74,6 +90,7 @@ type manifestWorks struct {
 	namespace string
 	b         backend
 	tracer    trace.Tracer
+	stored    bool // clientset.stored
 }
 
 // startSpan starts the span of a write: the parent of the span that sends
@@ -146,11 +163,11 @@ func (m *manifestWorks) Get(_ context.Context, name string, _ metav1.GetOptions)
 }
 
 func (m *manifestWorks) List(_ context.Context, opts metav1.ListOptions) (*workv1.ManifestWorkList, error) {
-	return listWorks(m.b.works(), m.namespace, opts)
+	return listWorks(m.b.works(), m.namespace, opts, m.stored)
 }
 
 func (m *manifestWorks) Watch(_ context.Context, opts metav1.ListOptions) (watch.Interface, error) {
-	return watchWorks(m.b.works(), m.namespace, opts)
+	return watchWorks(m.b.works(), m.namespace, opts, m.stored)
 }
 
 func (m *manifestWorks) Patch(ctx context.Context, name string, pt kubetypes.PatchType, data []byte, opts metav1.PatchOptions, subresources ...string) (*workv1.ManifestWork, error) {

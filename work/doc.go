@@ -86,4 +86,14 @@
 // longer reaches back to the last change it saw. AppliedManifestWorks, ManifestWorkReplicaSets and RESTClient
 // answer every call with a MethodNotAllowed API error; Discovery lists what
 // is served. Every method is goroutine-safe; none returns nil or panics.
+//
+// Each side keeps one copy of a work: the holder's informer
+// (ManifestWorkInformer, and any other the holder's factory makes) caches
+// the objects its store holds, while Get, List and Watch of the clientset
+// return copies the caller owns. So an object from a lister or an informer's
+// event handler must not be changed in place — client-go's rule for every
+// informer cache, and here a change would also reach what the holder
+// publishes and resyncs: DeepCopy it first. Run a controller's tests with
+// KUBE_CACHE_MUTATION_DETECTOR=true, and client-go's cache mutation
+// detector panics on such a change, as with any informer.
 package work

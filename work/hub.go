@@ -265,7 +265,7 @@ func (h *hub) delete(ctx context.Context, namespace, name string, opts metav1.De
 // as a kube-apiserver does: a work gone meanwhile is no error, and the
 // first other error is returned as it is, after the others are tried.
 func (h *hub) deleteCollection(ctx context.Context, namespace string, opts metav1.DeleteOptions, listOpts metav1.ListOptions) error {
-	list, err := listWorks(h.st, namespace, listOpts)
+	list, err := listWorks(h.st, namespace, listOpts, true) // only their names are read
 	if err != nil {
 		return err
 	}

@@ -46,12 +46,15 @@ func matcher(opts metav1.ListOptions) (func(*workv1.ManifestWork) bool, error) {
 	}, nil
 }
 
-func listWorks(s *store.Store[*workv1.ManifestWork], namespace string, opts metav1.ListOptions) (*workv1.ManifestWorkList, error) {
+// listWorks lists the works of the store that opts select: copies, or with
+// stored the stored objects (the list's items are then shallow copies of
+// them, which share their maps and slices).
+func listWorks(s *store.Store[*workv1.ManifestWork], namespace string, opts metav1.ListOptions, stored bool) (*workv1.ManifestWorkList, error) {
 	match, err := matcher(opts)
 	if err != nil {
 		return nil, err
 	}
-	res, err := s.List(store.ListOptions[*workv1.ManifestWork]{Namespace: namespace, Match: match, Limit: opts.Limit, Continue: opts.Continue})
+	res, err := s.List(store.ListOptions[*workv1.ManifestWork]{Namespace: namespace, Match: match, Limit: opts.Limit, Continue: opts.Continue, Stored: stored})
 	if err != nil {
 		return nil, err
 	}
@@ -70,7 +73,9 @@ func listWorks(s *store.Store[*workv1.ManifestWork], namespace string, opts meta
 	return list, nil
 }
 
-func watchWorks(s *store.Store[*workv1.ManifestWork], namespace string, opts metav1.ListOptions) (watch.Interface, error) {
+// watchWorks watches the works of the store that opts select: copies, or
+// with stored the stored objects.
+func watchWorks(s *store.Store[*workv1.ManifestWork], namespace string, opts metav1.ListOptions, stored bool) (watch.Interface, error) {
 	match, err := matcher(opts)
 	if err != nil {
 		return nil, err
@@ -81,6 +86,7 @@ func watchWorks(s *store.Store[*workv1.ManifestWork], namespace string, opts met
 		ResourceVersion: opts.ResourceVersion,
 		AllowBookmarks:  opts.AllowWatchBookmarks,
 		Bookmark:        func() *workv1.ManifestWork { return &workv1.ManifestWork{} },
+		Stored:          stored,
 	}
 	if opts.SendInitialEvents != nil {
 		wo.SendInitialEvents = *opts.SendInitialEvents

@@ -11,8 +11,8 @@
 // changes an object once it is stored — not the store, which replaces map
 // entries and never writes into a stored object, and not its callers, who
 // get copies (Get, List, Create, Update, Delete, watch events) or, from
-// Peek, PeekUID, Range and Remove, the stored object itself under the rule
-// that they must not change it. Update functions get a copy. (package
+// Peek, PeekUID, Range, Remove and a List or Watch with Stored set, the
+// stored object itself under the rule that they must not change it. Update functions get a copy. (package
 // work's hub and agent keep to it: they change only what Update functions
 // get, and hand the stored snapshots they keep to their publisher, which
 // only encodes them.) That invariant is what
@@ -428,13 +428,14 @@ func (s *Store[T]) record(ev Event[T]) {
 	if len(s.watchers) == 0 {
 		return
 	}
-	// One copy per event for all watchers that want it, made by the first
+	// One copy per event for all watchers that want one, made by the first
 	// watcher goroutine that delivers it, not here under the write lock:
-	// watch consumers (informer caches) must not modify what they get,
-	// and the store's own object must stay out of their reach.
-	var shared *sharedObject[T]
+	// a watch consumer may change what it gets, so the store's own object
+	// stays out of its reach — unless it watches the stored objects
+	// (WatchOptions.Stored) and promised not to.
+	var shared, stored *sharedObject[T]
 	for w := range s.watchers {
-		if !w.offer(ev, &shared, s.share) {
+		if !w.offer(ev, &shared, &stored) {
 			delete(s.watchers, w)
 			s.draining[w] = struct{}{}
 		}
@@ -456,11 +457,14 @@ type ListOptions[T Object] struct {
 	Match     func(T) bool // nil matches everything
 	Limit     int64        // 0 for no limit
 	Continue  string       // a token from a previous List with the same options
+	// Stored returns the stored objects themselves instead of copies (see
+	// WatchOptions.Stored).
+	Stored bool
 }
 
 // ListResult is one page of a List.
 type ListResult[T Object] struct {
-	Items              []T // copies
+	Items              []T // copies, or with ListOptions.Stored the stored objects
 	ResourceVersion    uint64
 	Continue           string
 	RemainingItemCount *int64
@@ -514,6 +518,10 @@ func (s *Store[T]) List(o ListOptions[T]) (ListResult[T], error) {
 		res.RemainingItemCount = &remaining
 	}
 	res.Items = make([]T, 0, end-offset)
+	if o.Stored {
+		res.Items = append(res.Items, snap.items[offset:end]...)
+		return res, nil
+	}
 	for _, obj := range snap.items[offset:end] {
 		res.Items = append(res.Items, s.copy(obj))
 	}

@@ -549,3 +549,56 @@ func BenchmarkListNamespace100k(b *testing.B) {
 		}
 	}
 }
+
+// A List or Watch of the stored objects hands out what Peek returns; any
+// other hands out copies, all watchers of an event one copy.
+func TestStoredListsAndWatchesShareTheStoredObjects(t *testing.T) {
+	t.Parallel()
+	s := newStore(0)
+	_, _ = s.Create(work("c1", "a", nil))
+	watchOf := func(stored bool, rv string) watch.Interface {
+		w, err := s.Watch(WatchOptions[*workv1.ManifestWork]{ResourceVersion: rv, Stored: stored})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(w.Stop)
+		return w
+	}
+	initialStored, initialCopy := watchOf(true, "0"), watchOf(false, "0")
+	resumedStored, resumedCopy := watchOf(true, "1"), watchOf(false, "1")
+	live1, live2 := watchOf(false, "1"), watchOf(false, "1")
+	_, _ = s.Update("c1", "a", func(cur *workv1.ManifestWork) (*workv1.ManifestWork, error) {
+		cur.Labels = map[string]string{"x": "1"}
+		return cur, nil
+	})
+	stored, _ := s.Peek("c1", "a")
+
+	if got := next(t, initialStored).Object; got == nil || got.(*workv1.ManifestWork).Labels != nil {
+		t.Fatalf("initial event of a stored watch: %v", got)
+	}
+	if got := next(t, initialStored).Object; got != stored {
+		t.Error("a stored watch got a copy of the modification")
+	}
+	if got := next(t, resumedStored).Object; got != stored {
+		t.Error("a stored watch resumed from history got a copy")
+	}
+	next(t, initialCopy) // the Added
+	for _, w := range []watch.Interface{initialCopy, resumedCopy} {
+		if got := next(t, w).Object; got == stored {
+			t.Error("a watch got the stored object")
+		}
+	}
+	if a, b := next(t, live1).Object, next(t, live2).Object; a == stored || a != b {
+		t.Error("two watches of one event did not share one copy")
+	}
+
+	for _, stored := range []bool{true, false} {
+		res, err := s.List(ListOptions[*workv1.ManifestWork]{Stored: stored})
+		if err != nil || len(res.Items) != 1 {
+			t.Fatalf("List: %v %v", res, err)
+		}
+		if peeked, _ := s.Peek("c1", "a"); (res.Items[0] == peeked) != stored {
+			t.Errorf("List with Stored %v returned the stored object: %v", stored, res.Items[0] == peeked)
+		}
+	}
+}

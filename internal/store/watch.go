@@ -37,6 +37,11 @@ type WatchOptions[T Object] struct {
 	Timeout time.Duration
 	// Bookmark makes the object of a bookmark event: an empty object of T.
 	Bookmark func() T
+	// Stored hands the consumer the stored objects themselves instead of
+	// copies: for the store owner's own informer, whose cache then costs no
+	// copy of what the store holds. Its consumer must not change them, as
+	// client-go requires of an informer's cache anyway.
+	Stored bool
 }
 
 // drainTimeout is how long a watch that ended by its timeout may take to
@@ -67,6 +72,7 @@ func (s *Store[T]) Watch(o WatchOptions[T]) (watch.Interface, error) {
 
 	w := &watcher[T]{
 		store:       s,
+		stored:      o.Stored,
 		namespace:   o.Namespace,
 		match:       o.Match,
 		bookmarks:   o.AllowBookmarks && o.Bookmark != nil,
@@ -94,7 +100,7 @@ func (s *Store[T]) Watch(o WatchOptions[T]) (watch.Interface, error) {
 		w.pending = make([]pendingEvent[T], 0, len(objs)+1)
 		for _, obj := range objs {
 			// Stored objects, copied as they are delivered (see run).
-			w.pending = append(w.pending, pendingEvent[T]{typ: watch.Added, obj: &sharedObject[T]{obj: obj, copy: s.share}})
+			w.pending = append(w.pending, pendingEvent[T]{typ: watch.Added, obj: &sharedObject[T]{obj: obj, copy: w.copier()}})
 		}
 		if o.SendInitialEvents && o.Bookmark != nil {
 			b := o.Bookmark()
@@ -116,7 +122,7 @@ func (s *Store[T]) Watch(o WatchOptions[T]) (watch.Interface, error) {
 				ev := s.history[(s.hnext+i)%len(s.history)]
 				if ev.RV > from {
 					if typ, ok := w.translate(ev); ok {
-						w.pending = append(w.pending, pendingEvent[T]{typ: typ, obj: &sharedObject[T]{obj: ev.Object, copy: s.share}})
+						w.pending = append(w.pending, pendingEvent[T]{typ: typ, obj: &sharedObject[T]{obj: ev.Object, copy: w.copier()}})
 						w.sentRV = ev.RV
 					}
 				}
@@ -167,7 +173,7 @@ func (s *Store[T]) Close() {
 type sharedObject[T Object] struct {
 	once sync.Once
 	obj  T
-	copy func(T) T // nil: obj is the consumer's already (a bookmark)
+	copy func(T) T // nil: obj is delivered as it is (a bookmark, or a watch of stored objects)
 }
 
 func (o *sharedObject[T]) get() T {
@@ -197,6 +203,7 @@ type watcher[T Object] struct {
 	match       func(T) bool
 	bookmarks   bool
 	newBookmark func() T
+	stored      bool // WatchOptions.Stored
 
 	mu      sync.Mutex
 	cond    *sync.Cond
@@ -237,10 +244,20 @@ func (w *watcher[T]) translate(ev Event[T]) (watch.EventType, bool) {
 	return "", false
 }
 
+// copier is how the watcher's events copy the stored object: nil for a
+// watch of the stored objects themselves.
+func (w *watcher[T]) copier() func(T) T {
+	if w.stored {
+		return nil
+	}
+	return w.store.share
+}
+
 // offer queues ev; it runs under the store's write lock. *shared is the
-// event's object for every watcher, made by the first that wants it. It
+// event's object for every watcher that wants a copy, *stored for every
+// watcher of the stored objects, each made by the first that wants it. It
 // returns false once the watcher wants no more events.
-func (w *watcher[T]) offer(ev Event[T], shared **sharedObject[T], share func(T) T) bool {
+func (w *watcher[T]) offer(ev Event[T], shared, stored **sharedObject[T]) bool {
 	typ, ok := w.translate(ev)
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -257,10 +274,14 @@ func (w *watcher[T]) offer(ev Event[T], shared **sharedObject[T], share func(T) 
 		w.cond.Signal()
 		return false
 	}
-	if *shared == nil {
-		*shared = &sharedObject[T]{obj: ev.Object, copy: share}
+	obj := shared
+	if w.stored {
+		obj = stored
 	}
-	w.pending = append(w.pending, pendingEvent[T]{typ: typ, obj: *shared})
+	if *obj == nil {
+		*obj = &sharedObject[T]{obj: ev.Object, copy: w.copier()}
+	}
+	w.pending = append(w.pending, pendingEvent[T]{typ: typ, obj: *obj})
 	w.sentRV = ev.RV
 	w.cond.Signal()
 	return true
