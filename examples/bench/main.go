@@ -29,6 +29,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime"
 	"runtime/pprof"
 	"slices"
 	"strings"
@@ -51,8 +52,10 @@ func main() {
 	flag.DurationVar(&cfg.timeout, "timeout", cfg.timeout, "give up a phase after this long")
 	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
 	memProfile := flag.String("memprofile", "", "write a heap profile, taken after delivery, to this file")
+	memProfileRate := flag.Int("memprofilerate", runtime.MemProfileRate, "sample one allocation per this many bytes in the heap profile (1: every allocation, exact but slow; the rates the run prints are then not comparable)")
 	flag.Parse()
 	cfg.memProfile = *memProfile
+	runtime.MemProfileRate = *memProfileRate
 	if *cpuProfile != "" {
 		f, err := os.Create(*cpuProfile)
 		if err != nil {

@@ -94,6 +94,7 @@ type Store[T Object] struct {
 	watchers  map[*watcher[T]]struct{}
 	draining  map[*watcher[T]]struct{} // ended watches still delivering what they queued
 	snapshots map[string]*snapshot[T]
+	interned  *interner // labels and annotations shared by stored objects
 	nextSnap  uint64
 	closed    bool // no new watches
 	// bookmarkInterval is how often watches that allow bookmarks get one.
@@ -126,6 +127,7 @@ func New[T Object](gr schema.GroupResource, copy, share func(T) T, history int) 
 		share:     share,
 		items:     make(map[string]map[string]T),
 		byUID:     make(map[kubetypes.UID]ref),
+		interned:  newInterner(),
 		hmax:      history,
 		watchers:  make(map[*watcher[T]]struct{}),
 		draining:  make(map[*watcher[T]]struct{}),
@@ -158,6 +160,8 @@ func (s *Store[T]) get(namespace, name string) (T, bool) {
 
 // put stores obj. The caller holds s.mu for writing.
 func (s *Store[T]) put(obj T) {
+	obj.SetLabels(s.interned.intern(obj.GetLabels()))
+	obj.SetAnnotations(s.interned.intern(obj.GetAnnotations()))
 	ns := s.items[obj.GetNamespace()]
 	if ns == nil {
 		ns = make(map[string]T)
