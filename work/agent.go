@@ -4,7 +4,12 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"iter"
+	"maps"
+	"slices"
+	"strings"
 	"sync"
+	"unique"
 
 	"github.com/go-logr/logr"
 	"go.opentelemetry.io/otel/trace"
@@ -47,13 +52,52 @@ type agent struct {
 	log      logr.Logger
 
 	mu        sync.Mutex
-	dataTypes map[kubetypes.UID]types.DataType // which data type each work came as
-	sourceKey map[kubetypes.UID]sourceKeys     // the label and annotation keys each work's source set
-	specSpans map[string]trace.SpanContext     // by name: the span that handled each work's last spec, while tracing
+	held      map[kubetypes.UID]heldWork   // what the agent knows of each work beyond the work itself
+	specSpans map[string]trace.SpanContext // by name: the span that handled each work's last spec, while tracing
 }
 
-// sourceKeys are the label and annotation keys a source set on a work.
-type sourceKeys struct{ labels, annotations []string }
+// heldWork is what an agent keeps of a work beside the work: small, as the
+// agent keeps one per work.
+type heldWork struct {
+	// dataType is the data type the work came as, if not the agent's
+	// default (its statuses go out as the same).
+	dataType unique.Handle[types.DataType]
+	// keys are the label and annotation keys its source set (see
+	// sourceKeys), shared by every work whose source set the same.
+	keys unique.Handle[sourceKeys]
+}
+
+// sourceKeys are the label and annotation keys a source set on a work, each
+// set sorted and joined by keySep: comparable, so that equal ones are
+// interned.
+type sourceKeys struct{ labels, annotations string }
+
+// keySep joins keys: no label or annotation key contains it.
+const keySep = "\x00"
+
+func newSourceKeys(labels, annotations map[string]string) sourceKeys {
+	return sourceKeys{labels: joinKeys(labels), annotations: joinKeys(annotations)}
+}
+
+func joinKeys(m map[string]string) string {
+	switch len(m) {
+	case 0:
+		return ""
+	case 1:
+		for k := range m {
+			return k
+		}
+	}
+	return strings.Join(slices.Sorted(maps.Keys(m)), keySep)
+}
+
+// splitKeys iterates over keys joined by joinKeys.
+func splitKeys(joined string) iter.Seq[string] {
+	if joined == "" {
+		return func(func(string) bool) {}
+	}
+	return strings.SplitSeq(joined, keySep)
+}
 
 var _ backend = (*agent)(nil)
 
@@ -193,8 +237,15 @@ func (a *agent) patch(ctx context.Context, namespace, name string, pt kubetypes.
 
 // onSpec is the agent client's handler: a spec from a source.
 func (a *agent) onSpec(ctx context.Context, t types.EventType, in *workv1.ManifestWork) error {
+	var dt unique.Handle[types.DataType]
+	if t.DataType != a.dataType {
+		dt = unique.Make(t.DataType)
+	}
 	a.mu.Lock()
-	a.dataTypes[in.UID] = t.DataType
+	if h, ok := a.held[in.UID]; ok || dt != (unique.Handle[types.DataType]{}) {
+		h.dataType = dt
+		a.held[in.UID] = h
+	}
 	a.mu.Unlock()
 	in.Namespace = a.cluster
 	if t.Action == types.DeleteRequest || in.DeletionTimestamp != nil {
@@ -216,10 +267,13 @@ func (a *agent) onSpec(ctx context.Context, t types.EventType, in *workv1.Manife
 // source keys read before the store write are still the current ones when
 // they are replaced after it.
 func (a *agent) upsert(in *workv1.ManifestWork) error {
-	keys := sourceKeys{labels: keysOf(in.Labels), annotations: keysOf(in.Annotations)}
+	keys := unique.Make(newSourceKeys(in.Labels, in.Annotations))
 	if cur, ok := a.st.PeekUID(in.UID); ok {
+		var prev sourceKeys
 		a.mu.Lock()
-		prev := a.sourceKey[in.UID]
+		if h := a.held[in.UID].keys; h != (unique.Handle[sourceKeys]{}) {
+			prev = h.Value()
+		}
 		a.mu.Unlock()
 		held := false
 		err := a.st.Modify(cur.Namespace, cur.Name, func(c *workv1.ManifestWork) (*workv1.ManifestWork, error) {
@@ -258,7 +312,7 @@ func (a *agent) upsert(in *workv1.ManifestWork) error {
 		}); err != nil && !apierrors.IsNotFound(err) {
 			return err
 		}
-		a.setSourceKeys(old.UID, sourceKeys{})
+		a.forget(old.UID)
 	}
 	in.ResourceVersion = ""
 	if in.CreationTimestamp.IsZero() {
@@ -271,33 +325,34 @@ func (a *agent) upsert(in *workv1.ManifestWork) error {
 	return nil
 }
 
-// setSourceKeys records the keys the source of uid set; none forgets
-// the work.
-func (a *agent) setSourceKeys(uid kubetypes.UID, keys sourceKeys) {
+// setSourceKeys records the keys the source of uid set.
+func (a *agent) setSourceKeys(uid kubetypes.UID, keys unique.Handle[sourceKeys]) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if keys.labels == nil && keys.annotations == nil {
-		delete(a.sourceKey, uid)
-		return
-	}
-	a.sourceKey[uid] = keys
+	h := a.held[uid]
+	h.keys = keys
+	a.held[uid] = h
 }
 
-func keysOf(m map[string]string) []string {
-	if len(m) == 0 {
-		return nil
+// forget drops what the agent knows of a work it no longer holds, but the
+// data type its last status goes out as (see publish).
+func (a *agent) forget(uid kubetypes.UID) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	switch h, ok := a.held[uid]; {
+	case !ok:
+	case h.dataType == unique.Handle[types.DataType]{}:
+		delete(a.held, uid)
+	default:
+		h.keys = unique.Handle[sourceKeys]{}
+		a.held[uid] = h
 	}
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	return keys
 }
 
 // mergeSourceKeys returns cur with the source's entries set and the keys
 // the source set before (prev) but sends no more removed; other keys stay.
 // changed reports whether that differs from cur, which is not modified.
-func mergeSourceKeys(cur, source map[string]string, prev []string) (merged map[string]string, changed bool) {
+func mergeSourceKeys(cur, source map[string]string, prev string) (merged map[string]string, changed bool) {
 	for k, v := range source {
 		if have, ok := cur[k]; !ok || have != v {
 			changed = true
@@ -305,7 +360,7 @@ func mergeSourceKeys(cur, source map[string]string, prev []string) (merged map[s
 		}
 	}
 	dropped := 0
-	for _, k := range prev {
+	for k := range splitKeys(prev) {
 		if _, still := source[k]; !still {
 			if _, ok := cur[k]; ok {
 				dropped++
@@ -319,7 +374,7 @@ func mergeSourceKeys(cur, source map[string]string, prev []string) (merged map[s
 	for k, v := range cur {
 		merged[k] = v
 	}
-	for _, k := range prev {
+	for k := range splitKeys(prev) {
 		if _, still := source[k]; !still {
 			delete(merged, k)
 		}
@@ -400,7 +455,7 @@ func (a *agent) completeDeletion(ctx context.Context, uid kubetypes.UID) {
 	if err != nil {
 		return
 	}
-	a.setSourceKeys(uid, sourceKeys{})
+	a.forget(uid)
 	a.mu.Lock()
 	delete(a.specSpans, gone.Name)
 	a.mu.Unlock()
@@ -420,15 +475,15 @@ func deletedStatus(w *workv1.ManifestWork) *workv1.ManifestWork {
 // publish is the publisher's send: a status event for w, as the data type
 // w came as.
 func (a *agent) publish(ctx context.Context, client *generic.AgentClient[*workv1.ManifestWork], w *workv1.ManifestWork) error {
+	dt := a.dataType
 	a.mu.Lock()
-	dt, ok := a.dataTypes[w.UID]
+	if h := a.held[w.UID].dataType; h != (unique.Handle[types.DataType]{}) {
+		dt = h.Value()
+	}
 	if _, exists := a.st.PeekUID(w.UID); !exists && meta.IsStatusConditionTrue(w.Status.Conditions, codec.WorkDeleted) {
-		delete(a.dataTypes, w.UID) // its last status: forget it
+		delete(a.held, w.UID) // its last status: forget it
 	}
 	a.mu.Unlock()
-	if !ok {
-		dt = a.dataType
-	}
 	return client.Publish(ctx, types.EventType{DataType: dt, SubResource: types.SubResourceStatus, Action: types.UpdateRequest}, w)
 }
 
@@ -442,9 +497,9 @@ func (a *agent) List(opts generic.ListOptions) ([]*workv1.ManifestWork, error) {
 			return true
 		}
 		if !opts.DataType.IsZero() {
-			dt, ok := a.dataTypes[w.UID]
-			if !ok {
-				dt = a.dataType
+			dt := a.dataType
+			if h := a.held[w.UID].dataType; h != (unique.Handle[types.DataType]{}) {
+				dt = h.Value()
 			}
 			if dt != opts.DataType {
 				return true

@@ -22,7 +22,6 @@ import (
 
 	"github.com/workwire/sdk-go/codec"
 	"github.com/workwire/sdk-go/generic"
-	"github.com/workwire/sdk-go/generic/types"
 	"github.com/workwire/sdk-go/internal/store"
 	"github.com/workwire/sdk-go/options"
 )
@@ -328,7 +327,7 @@ func (b *ClientHolderBuilder) buildEvents(h *ClientHolder) error {
 		return nil
 	}
 	ab := &agent{cluster: b.clusterName, st: st, patcher: p, dataType: codecs[0].DataType(), log: b.logger.WithValues("cluster", b.clusterName),
-		dataTypes: make(map[kubetypes.UID]types.DataType), sourceKey: make(map[kubetypes.UID]sourceKeys), specSpans: make(map[string]trace.SpanContext)}
+		held: make(map[kubetypes.UID]heldWork), specSpans: make(map[string]trace.SpanContext)}
 	var opts []generic.AgentOption
 	for _, o := range clientOpts {
 		opts = append(opts, o)
