@@ -5,14 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
-	"sync"
 	"time"
 
 	"github.com/go-logr/logr"
-	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/trace"
-	kubetypes "k8s.io/apimachinery/pkg/types"
-	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/rest"
 	"k8s.io/klog/v2"
 	"open-cluster-management.io/api/client/work/clientset/versioned"
@@ -22,7 +19,7 @@ import (
 
 	"github.com/workwire/sdk-go/codec"
 	"github.com/workwire/sdk-go/generic"
-	"github.com/workwire/sdk-go/internal/store"
+	"github.com/workwire/sdk-go/internal/engine"
 	"github.com/workwire/sdk-go/options"
 )
 
@@ -33,9 +30,7 @@ const (
 	// DefaultOrphanGracePeriod is how long a hub keeps orphans after it
 	// starts: its store is in memory, and its controllers need a moment to
 	// create their works again after a restart.
-	DefaultOrphanGracePeriod = 2 * time.Minute
-	// publishWorkers is how many goroutines publish a holder's writes.
-	publishWorkers = 16
+	DefaultOrphanGracePeriod = engine.DefaultOrphanGracePeriod
 )
 
 // TransportFunc makes the transport of one holder: for transports defined
@@ -206,18 +201,8 @@ type ClientHolder struct {
 	clientset versioned.Interface
 	factory   workinformers.SharedInformerFactory
 	informer  workv1informers.ManifestWorkInformer
-
-	startEvents func(context.Context) error // nil over a kube-apiserver
-	closeEvents func(context.Context) error
-	healthy     func() error         // the client's; nil over a kube-apiserver
-	stats       func() generic.Stats // the client's, Held the store's; nil over a kube-apiserver
-	useLogger   func(logr.Logger)    // takes Start's context's logger; nil if WithLogger gave one
-
-	mu      sync.Mutex
-	stop    chan struct{}
-	started bool
-	synced  bool // Start returned nil
-	closed  bool
+	events    *engine.Events[*workv1.ManifestWork] // nil over a kube-apiserver
+	life      *engine.Lifecycle
 }
 
 // NewClientHolder checks the builder's settings and builds the holder. It
@@ -240,119 +225,79 @@ func (b *ClientHolderBuilder) NewClientHolder() (*ClientHolder, error) {
 	if len(errs) > 0 {
 		return nil, fmt.Errorf("work client holder: %w", errors.Join(errs...))
 	}
-	h := &ClientHolder{stop: make(chan struct{})}
+	h := &ClientHolder{life: &engine.Lifecycle{}}
+	informerClient := versioned.Interface(nil)
 	if b.kube != nil {
 		cs, err := versioned.NewForConfig(b.kube)
 		if err != nil {
 			return nil, fmt.Errorf("work client holder: %w", err)
 		}
-		h.clientset = cs
-	} else if err := b.buildEvents(h); err != nil {
-		return nil, fmt.Errorf("work client holder: %w", err)
+		h.clientset, informerClient = cs, cs
+	} else {
+		cs, err := b.buildEvents(h)
+		if err != nil {
+			return nil, fmt.Errorf("work client holder: %w", err)
+		}
+		// The informers cache the store's own objects: one copy of each
+		// work per side (see engine.Events.StoredClient).
+		h.clientset, informerClient = cs, cs.stored()
+		h.life.Events = h.events
 	}
 	opts := b.informerOpts
 	if b.clusterName != "" {
 		opts = append([]workinformers.SharedInformerOption{workinformers.WithNamespace(b.clusterName)}, opts...)
 	}
-	informerClient := h.clientset
-	if cs, ok := h.clientset.(*clientset); ok {
-		informerClient = cs.informerClientset()
-	}
 	h.factory = workinformers.NewSharedInformerFactoryWithOptions(informerClient, b.resync, opts...)
 	h.informer = h.factory.Work().V1().ManifestWorks()
 	h.informer.Informer() // registered now, so Start starts it
+	h.life.StartInformers = h.factory.Start
+	h.life.WaitForSync = func(ctx context.Context) error {
+		for typ, ok := range h.factory.WaitForCacheSync(ctx.Done()) {
+			if !ok {
+				return fmt.Errorf("informer of %v did not sync: %w", typ, context.Cause(ctx))
+			}
+		}
+		return nil
+	}
+	h.life.ShutdownInformers = h.factory.Shutdown
 	return h, nil
 }
 
-func (b *ClientHolderBuilder) buildEvents(h *ClientHolder) error {
+func (b *ClientHolderBuilder) buildEvents(h *ClientHolder) (*clientset, error) {
 	codecs := b.codecs
 	if len(codecs) == 0 {
 		codecs = []generic.Codec[*workv1.ManifestWork]{codec.NewManifestBundleCodec()}
 	}
 	unsupported, err := newUnsupportedClients()
 	if err != nil {
-		return err
+		return nil, err
 	}
-	p, err := newPatcher()
+	scheme := runtime.NewScheme()
+	if err := workv1.Install(scheme); err != nil {
+		return nil, err
+	}
+	events, err := engine.New(engine.Config[*workv1.ManifestWork]{
+		Kind:          manifestWorkKind(),
+		Scheme:        scheme,
+		Transport:     b.transport,
+		SourceID:      b.sourceID,
+		ClusterName:   b.clusterName,
+		Codecs:        codecs,
+		CheckSize:     carriesManifestsVerbatim(codecs[0]),
+		SourceOpts:    b.sourceOpts,
+		AgentOpts:     b.agentOpts,
+		StatusResend:  b.statusResend,
+		Logger:        b.logger,
+		LoggerSet:     b.loggerSet,
+		OnError:       b.onError,
+		Tracing:       b.tracing,
+		SpanAttribute: "workwire.manifestwork",
+	})
 	if err != nil {
-		return err
+		return nil, err
 	}
-	tr, err := b.transport.NewTransport()
-	if err != nil {
-		return err
-	}
-	st := store.New(manifestWorksResource, (*workv1.ManifestWork).DeepCopy, shareManifests, store.DefaultHistory)
-	onError := generic.ErrorHandler(utilruntime.HandleErrorWithContext)
-	tracing := b.tracing
-	if tracing == nil {
-		tracing = otel.GetTracerProvider()
-	}
-	tracer := tracing.Tracer(generic.TracerName)
-	clientOpts := []generic.Option{generic.WithTracerProvider(tracing)}
-	if b.loggerSet {
-		clientOpts = append(clientOpts, generic.WithLogger(b.logger))
-	}
-	if b.onError != nil {
-		onError = b.onError
-		clientOpts = append(clientOpts, generic.WithErrorHandler(b.onError))
-	}
-
-	if b.sourceID != "" {
-		hb := &hub{sourceID: b.sourceID, st: st, patcher: p, dataType: codecs[0].DataType(), log: b.logger.WithValues("source", b.sourceID),
-			reports: make(map[kubetypes.UID]bool)}
-		if l, ok := tr.(options.EventSizeLimiter); ok && carriesManifestsVerbatim(codecs[0]) {
-			hb.limit = l
-		}
-		opts := []generic.SourceOption{generic.WithOrphanGracePeriod(DefaultOrphanGracePeriod)}
-		for _, o := range clientOpts {
-			opts = append(opts, o)
-		}
-		opts = append(opts, b.sourceOpts...)
-		client, err := generic.NewSourceClient(b.sourceID, tr, hb, codec.StatusHash, codecs, opts...)
-		if err != nil {
-			_ = tr.Close(context.Background())
-			return err
-		}
-		if err := client.Subscribe(hb.onStatus); err != nil {
-			return err
-		}
-		hb.pub = newPublisher(func(ctx context.Context, w *workv1.ManifestWork) error { return hb.publish(ctx, client, w) }, hb.log, onError)
-		h.clientset = &clientset{b: hb, unsupported: unsupported, tracer: tracer}
-		h.startEvents, h.closeEvents = lifecycle(hb.pub, client.Start, client.Close, st)
-		h.healthy = client.Healthy
-		h.stats = storeStats(client.Stats, st)
-		if !b.loggerSet {
-			h.useLogger = func(l logr.Logger) { hb.log = l.WithValues("source", b.sourceID); hb.pub.log = hb.log }
-		}
-		return nil
-	}
-	ab := &agent{cluster: b.clusterName, st: st, patcher: p, dataType: codecs[0].DataType(), log: b.logger.WithValues("cluster", b.clusterName),
-		held: make(map[kubetypes.UID]heldWork), specSpans: make(map[string]trace.SpanContext)}
-	var opts []generic.AgentOption
-	for _, o := range clientOpts {
-		opts = append(opts, o)
-	}
-	opts = append(opts, b.agentOpts...)
-	client, err := generic.NewAgentClient(b.clusterName, tr, ab, codec.StatusHash, codecs, opts...)
-	if err != nil {
-		_ = tr.Close(context.Background())
-		return err
-	}
-	if err := client.Subscribe(ab.onSpec); err != nil {
-		return err
-	}
-	ab.pub = newPublisher(func(ctx context.Context, w *workv1.ManifestWork) error { return ab.publish(ctx, client, w) }, ab.log, onError)
-	if b.statusResend > 0 {
-		ab.pub.withResend(b.statusResend, st.PeekUID)
-	}
-	h.clientset = &clientset{b: ab, unsupported: unsupported, tracer: tracer}
-	h.startEvents, h.closeEvents = lifecycle(ab.pub, client.Start, client.Close, st)
-	h.healthy = client.Healthy
-	h.stats = storeStats(client.Stats, st)
-	if !b.loggerSet {
-		h.useLogger = func(l logr.Logger) { ab.log = l.WithValues("cluster", b.clusterName); ab.pub.log = ab.log }
-	}
-	return nil
+	h.events = events
+	return &clientset{events: events, unsupported: unsupported}, nil
 }
 
 // isNil reports whether config is nil or a nil pointer or func.
@@ -369,55 +314,13 @@ func isNil(config any) bool {
 
 // carriesManifestsVerbatim reports whether c is one of package codec's,
 // whose spec events carry the manifests' bytes as they are (what
-// hub.checkSize measures).
+// minEventBytes measures).
 func carriesManifestsVerbatim(c generic.Codec[*workv1.ManifestWork]) bool {
 	switch c.(type) {
 	case *codec.ManifestBundleCodec, *codec.ManifestCodec:
 		return true
 	}
 	return false
-}
-
-// shareManifests copies w deeply except for its manifests' raw bytes, which
-// the copy shares. Manifests are most of a work's size, and nothing changes
-// their bytes in place — writers assign new ones — so the store, its watch
-// events and the informer caches fed by them need only one of each.
-func shareManifests(w *workv1.ManifestWork) *workv1.ManifestWork {
-	manifests := w.Spec.Workload.Manifests
-	shallow := *w
-	shallow.Spec.Workload.Manifests = nil
-	out := shallow.DeepCopy()
-	if manifests != nil {
-		out.Spec.Workload.Manifests = make([]workv1.Manifest, len(manifests))
-		for i, m := range manifests {
-			out.Spec.Workload.Manifests[i].Raw = m.Raw
-			if m.Object != nil {
-				out.Spec.Workload.Manifests[i].Object = m.Object.DeepCopyObject()
-			}
-		}
-	}
-	return out
-}
-
-// storeStats is a client's Stats with the works st holds.
-func storeStats(client func() generic.Stats, st *store.Store[*workv1.ManifestWork]) func() generic.Stats {
-	return func() generic.Stats {
-		s := client()
-		s.Held = st.Len()
-		return s
-	}
-}
-
-// lifecycle starts and stops the event side of a holder in order.
-func lifecycle(pub *publisher, start, closeClient func(context.Context) error, st *store.Store[*workv1.ManifestWork]) (func(context.Context) error, func(context.Context) error) {
-	return func(ctx context.Context) error {
-			pub.start(publishWorkers)
-			return start(ctx)
-		}, func(ctx context.Context) error {
-			st.Close() // ends watches: informers are stopped by now
-			pub.stop()
-			return closeClient(ctx)
-		}
 }
 
 // WorkInterface returns the clientset: over events, or the ordinary one
@@ -431,44 +334,14 @@ func (h *ClientHolder) ManifestWorkInformer() workv1informers.ManifestWorkInform
 // Start connects (over events: until the transport is connected and
 // subscribed, see options.Transport.Start) and starts the informers, and
 // returns once their caches synced or ctx ends. It runs until Close.
-func (h *ClientHolder) Start(ctx context.Context) error {
-	h.mu.Lock()
-	switch {
-	case h.closed:
-		h.mu.Unlock()
-		return generic.ErrClosed
-	case h.started:
-		h.mu.Unlock()
-		return generic.ErrStarted
-	}
-	h.started = true
-	h.mu.Unlock()
-	if l, err := logr.FromContext(ctx); err == nil && h.useLogger != nil {
-		h.useLogger(l)
-	}
-	if h.startEvents != nil {
-		if err := h.startEvents(ctx); err != nil {
-			return err
-		}
-	}
-	h.factory.Start(h.stop)
-	for typ, ok := range h.factory.WaitForCacheSync(ctx.Done()) {
-		if !ok {
-			return fmt.Errorf("informer of %v did not sync: %w", typ, context.Cause(ctx))
-		}
-	}
-	h.mu.Lock()
-	h.synced = true
-	h.mu.Unlock()
-	return nil
-}
+func (h *ClientHolder) Start(ctx context.Context) error { return h.life.Start(ctx) }
 
 // Stats returns a snapshot of the holder for gauges (see generic/metrics'
 // Observer.Track): whether it is connected (Healthy), the events waiting
 // for its client's workers, and the works it holds. It is goroutine-safe.
 func (h *ClientHolder) Stats() generic.Stats {
-	if h.stats != nil {
-		return h.stats()
+	if h.events != nil {
+		return h.events.Stats()
 	}
 	return generic.Stats{Connected: h.Healthy() == nil, Held: len(h.informer.Informer().GetStore().ListKeys())}
 }
@@ -480,40 +353,12 @@ func (h *ClientHolder) Stats() generic.Stats {
 // says why. It is goroutine-safe and does not block: wire it to a readiness
 // probe, as examples/hub-controller does.
 func (h *ClientHolder) Healthy() error {
-	h.mu.Lock()
-	started, synced, closed := h.started, h.synced, h.closed
-	h.mu.Unlock()
-	switch {
-	case closed:
-		return fmt.Errorf("work client holder: %w", generic.ErrClosed)
-	case !started:
-		return fmt.Errorf("work client holder: %w", generic.ErrNotStarted)
-	}
-	if h.healthy != nil {
-		if err := h.healthy(); err != nil {
-			return fmt.Errorf("work client holder: %w", err)
-		}
-	}
-	if !synced {
-		return fmt.Errorf("work client holder: %w: starting", options.ErrNotConnected)
+	if err := h.life.Healthy(); err != nil {
+		return fmt.Errorf("work client holder: %w", err)
 	}
 	return nil
 }
 
 // Close stops the informers, then the client and its transport, and waits
 // for their goroutines or ctx. It is idempotent.
-func (h *ClientHolder) Close(ctx context.Context) error {
-	h.mu.Lock()
-	if h.closed {
-		h.mu.Unlock()
-		return nil
-	}
-	h.closed = true
-	close(h.stop)
-	h.mu.Unlock()
-	h.factory.Shutdown()
-	if h.closeEvents != nil {
-		return h.closeEvents(ctx)
-	}
-	return nil
-}
+func (h *ClientHolder) Close(ctx context.Context) error { return h.life.Close(ctx) }

@@ -3,15 +3,7 @@ package work
 import (
 	"context"
 
-	"go.opentelemetry.io/otel/attribute"
-	"go.opentelemetry.io/otel/codes"
-	"go.opentelemetry.io/otel/trace"
-
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime/schema"
-	kubetypes "k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/rest"
 	"open-cluster-management.io/api/client/work/clientset/versioned"
@@ -19,50 +11,28 @@ import (
 	workv1alpha1client "open-cluster-management.io/api/client/work/clientset/versioned/typed/work/v1alpha1"
 	workv1 "open-cluster-management.io/api/work/v1"
 
-	"github.com/workwire/sdk-go/internal/store"
+	"github.com/workwire/sdk-go/internal/engine"
 )
 
-var manifestWorksResource = schema.GroupResource{Group: workv1.GroupName, Resource: "manifestworks"}
-
-// backend is what differs between the hub's clientset and an agent's: the
-// writes. Reads come from the store either way.
-type backend interface {
-	works() *store.Store[*workv1.ManifestWork]
-	create(ctx context.Context, namespace string, w *workv1.ManifestWork, opts metav1.CreateOptions) (*workv1.ManifestWork, error)
-	update(ctx context.Context, namespace string, w *workv1.ManifestWork, opts metav1.UpdateOptions) (*workv1.ManifestWork, error)
-	updateStatus(ctx context.Context, namespace string, w *workv1.ManifestWork, opts metav1.UpdateOptions) (*workv1.ManifestWork, error)
-	delete(ctx context.Context, namespace, name string, opts metav1.DeleteOptions) error
-	deleteCollection(ctx context.Context, namespace string, opts metav1.DeleteOptions, listOpts metav1.ListOptions) error
-	patch(ctx context.Context, namespace, name string, pt kubetypes.PatchType, data []byte, opts metav1.PatchOptions, subresource string) (*workv1.ManifestWork, error)
-	// traceParent returns ctx with the span a write of the named work
-	// continues: ctx's own if it has one.
-	traceParent(ctx context.Context, namespace, name string) context.Context
-}
-
-// clientset is the versioned.Interface the holder hands out.
+// clientset is the versioned.Interface the holder hands out: the engine's
+// typed client of ManifestWorks, and the unsupported rest.
 type clientset struct {
-	b           backend
+	events      *engine.Events[*workv1.ManifestWork]
 	unsupported *unsupportedClients
-	tracer      trace.Tracer
-	// stored makes List and Watch hand out the store's objects instead of
-	// copies: set only on the clientset of the holder's own informer
-	// factory (see informerClientset).
-	stored bool
-}
-
-// informerClientset is c for the holder's informer factory: its informers'
-// caches hold the store's own objects, so each side of a holder keeps one
-// copy of every work. Objects from a lister or an informer's handler
-// must not be changed in place — client-go's rule for every informer
-// cache, which its cache mutation detector (KUBE_CACHE_MUTATION_DETECTOR)
-// checks — and here a change would also reach what the holder publishes.
-func (c *clientset) informerClientset() *clientset {
-	ic := *c
-	ic.stored = true
-	return &ic
+	// isStored makes List and Watch hand out the store's objects: set only
+	// on the clientset of the holder's own informer factory.
+	isStored bool
 }
 
 var _ versioned.Interface = (*clientset)(nil)
+
+// stored is c for the holder's informer factory (see
+// engine.Events.StoredClient).
+func (c *clientset) stored() *clientset {
+	s := *c
+	s.isStored = true
+	return &s
+}
 
 func (c *clientset) Discovery() discovery.DiscoveryInterface { return c.unsupported.discovery }
 
@@ -82,108 +52,32 @@ func (v workV1) AppliedManifestWorks() workv1client.AppliedManifestWorkInterface
 
 // ManifestWorks returns a fresh client per call, bound to namespace.
 func (v workV1) ManifestWorks(namespace string) workv1client.ManifestWorkInterface {
-	return &manifestWorks{namespace: namespace, b: v.c.b, tracer: v.c.tracer, stored: v.c.stored}
+	if v.c.isStored {
+		return manifestWorks{v.c.events.StoredClient(namespace)}
+	}
+	return manifestWorks{v.c.events.Client(namespace)}
 }
 
-// manifestWorks implements the typed ManifestWork client.
+// manifestWorks is the typed ManifestWork client: the engine's, with
+// ManifestWorkList for lists.
 type manifestWorks struct {
-	namespace string
-	b         backend
-	tracer    trace.Tracer
-	stored    bool // clientset.stored
+	*engine.Namespaced[*workv1.ManifestWork]
 }
 
-// startSpan starts the span of a write: the parent of the span that sends
-// it (see generic.WithTracerProvider).
-func (m *manifestWorks) startSpan(ctx context.Context, verb, name string) (context.Context, trace.Span) {
-	ctx, span := m.tracer.Start(m.b.traceParent(ctx, m.namespace, name), verb+" ManifestWork")
-	if span.IsRecording() {
-		span.SetAttributes(attribute.String("k8s.namespace.name", m.namespace), attribute.String("workwire.manifestwork", name))
-	}
-	return ctx, span
-}
+var _ workv1client.ManifestWorkInterface = manifestWorks{}
 
-// endSpan ends span, recording err.
-func endSpan(span trace.Span, err error) {
+func (m manifestWorks) List(ctx context.Context, opts metav1.ListOptions) (*workv1.ManifestWorkList, error) {
+	l, err := m.Namespaced.List(ctx, opts)
 	if err != nil {
-		span.RecordError(err)
-		span.SetStatus(codes.Error, err.Error())
+		return nil, err
 	}
-	span.End()
-}
-
-var _ workv1client.ManifestWorkInterface = (*manifestWorks)(nil)
-
-func (m *manifestWorks) Create(ctx context.Context, w *workv1.ManifestWork, opts metav1.CreateOptions) (*workv1.ManifestWork, error) {
-	if w == nil {
-		return nil, apierrors.NewBadRequest("manifestwork is nil")
+	list := &workv1.ManifestWorkList{
+		TypeMeta: metav1.TypeMeta{Kind: "ManifestWorkList", APIVersion: workv1.GroupVersion.String()},
+		ListMeta: l.ListMeta,
+		Items:    make([]workv1.ManifestWork, len(l.Items)),
 	}
-	ctx, span := m.startSpan(ctx, "create", w.Name)
-	out, err := m.b.create(ctx, m.namespace, w, opts)
-	endSpan(span, err)
-	return out, err
-}
-
-func (m *manifestWorks) Update(ctx context.Context, w *workv1.ManifestWork, opts metav1.UpdateOptions) (*workv1.ManifestWork, error) {
-	if w == nil {
-		return nil, apierrors.NewBadRequest("manifestwork is nil")
+	for i, w := range l.Items {
+		list.Items[i] = *w
 	}
-	ctx, span := m.startSpan(ctx, "update", w.Name)
-	out, err := m.b.update(ctx, m.namespace, w, opts)
-	endSpan(span, err)
-	return out, err
-}
-
-func (m *manifestWorks) UpdateStatus(ctx context.Context, w *workv1.ManifestWork, opts metav1.UpdateOptions) (*workv1.ManifestWork, error) {
-	if w == nil {
-		return nil, apierrors.NewBadRequest("manifestwork is nil")
-	}
-	ctx, span := m.startSpan(ctx, "update status", w.Name)
-	out, err := m.b.updateStatus(ctx, m.namespace, w, opts)
-	endSpan(span, err)
-	return out, err
-}
-
-func (m *manifestWorks) Delete(ctx context.Context, name string, opts metav1.DeleteOptions) error {
-	ctx, span := m.startSpan(ctx, "delete", name)
-	err := m.b.delete(ctx, m.namespace, name, opts)
-	endSpan(span, err)
-	return err
-}
-
-// DeleteCollection deletes every matching work on a hub, as the
-// kube-apiserver does: each through Delete, as if deleted on its own. On an
-// agent it is MethodNotAllowed, as Delete is.
-func (m *manifestWorks) DeleteCollection(ctx context.Context, opts metav1.DeleteOptions, listOpts metav1.ListOptions) error {
-	return m.b.deleteCollection(ctx, m.namespace, opts, listOpts)
-}
-
-func (m *manifestWorks) Get(_ context.Context, name string, _ metav1.GetOptions) (*workv1.ManifestWork, error) {
-	return m.b.works().Get(m.namespace, name)
-}
-
-func (m *manifestWorks) List(_ context.Context, opts metav1.ListOptions) (*workv1.ManifestWorkList, error) {
-	return listWorks(m.b.works(), m.namespace, opts, m.stored)
-}
-
-func (m *manifestWorks) Watch(_ context.Context, opts metav1.ListOptions) (watch.Interface, error) {
-	return watchWorks(m.b.works(), m.namespace, opts, m.stored)
-}
-
-func (m *manifestWorks) Patch(ctx context.Context, name string, pt kubetypes.PatchType, data []byte, opts metav1.PatchOptions, subresources ...string) (*workv1.ManifestWork, error) {
-	sub := ""
-	switch len(subresources) {
-	case 0:
-	case 1:
-		sub = subresources[0]
-	default:
-		return nil, apierrors.NewBadRequest("at most one subresource may be patched")
-	}
-	if sub != "" && sub != "status" {
-		return nil, apierrors.NewNotFound(schema.GroupResource{Group: workv1.GroupName, Resource: "manifestworks/" + sub}, name)
-	}
-	ctx, span := m.startSpan(ctx, "patch", name)
-	out, err := m.b.patch(ctx, m.namespace, name, pt, data, opts, sub)
-	endSpan(span, err)
-	return out, err
+	return list, nil
 }

@@ -41,14 +41,18 @@ func TestTheInformerCachesTheStoredObjects(t *testing.T) {
 	if _, err := hubWorks.Create(ctx, w, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	created, _ := hub.clientset.(*clientset).b.works().Peek("cluster1", "w1")
+	created, _ := hub.events.StoredClient("cluster1").Get(ctx, "w1", metav1.GetOptions{})
+	created, _ = hub.events.Peek(created.UID)
 	for name, h := range map[string]*ClientHolder{"hub": hub, "agent": agent} {
-		st := h.clientset.(*clientset).b.works()
 		lister := h.ManifestWorkInformer().Lister().ManifestWorks("cluster1")
 		deadline := time.Now().Add(20 * time.Second)
 		for {
 			cached, err := lister.Get("w1")
-			stored, ok := st.Peek("cluster1", "w1")
+			var stored *workv1.ManifestWork
+			ok := err == nil
+			if ok {
+				stored, ok = h.events.Peek(cached.UID)
+			}
 			if err == nil && ok && cached == stored {
 				break
 			}
@@ -57,7 +61,8 @@ func TestTheInformerCachesTheStoredObjects(t *testing.T) {
 			}
 			time.Sleep(5 * time.Millisecond)
 		}
-		stored, _ := st.Peek("cluster1", "w1")
+		cached, _ := lister.Get("w1")
+		stored, _ := h.events.Peek(cached.UID)
 		got, err := h.WorkInterface().WorkV1().ManifestWorks("cluster1").Get(ctx, "w1", metav1.GetOptions{})
 		if err != nil || got == stored {
 			t.Errorf("%s: Get = %p, %v; want a copy of %p", name, got, err, stored)

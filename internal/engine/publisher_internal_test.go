@@ -1,4 +1,4 @@
-package work
+package engine
 
 import (
 	"context"
@@ -23,7 +23,7 @@ func TestPublisherSendsDeletesAndCreatesInTurn(t *testing.T) {
 	var mu sync.Mutex
 	var deleting []bool // per send, in order: whether it was a delete
 	done := make(chan struct{})
-	p := newPublisher(func(_ context.Context, w *workv1.ManifestWork) error {
+	p := newPublisher("manifestwork", func(_ context.Context, w *workv1.ManifestWork) error {
 		mu.Lock()
 		defer mu.Unlock()
 		deleting = append(deleting, w.DeletionTimestamp != nil)

@@ -1,4 +1,4 @@
-package work
+package engine
 
 import (
 	"fmt"
@@ -9,7 +9,6 @@ import (
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/watch"
-	workv1 "open-cluster-management.io/api/work/v1"
 
 	"github.com/workwire/sdk-go/internal/store"
 )
@@ -17,7 +16,7 @@ import (
 // matcher builds the filter of a List or Watch from its label and field
 // selectors. Like a kube-apiserver serving a custom resource, it supports
 // the field selectors metadata.name and metadata.namespace only.
-func matcher(opts metav1.ListOptions) (func(*workv1.ManifestWork) bool, error) {
+func matcher[T Object](opts metav1.ListOptions) (func(T) bool, error) {
 	ls := labels.Everything()
 	if opts.LabelSelector != "" {
 		var err error
@@ -40,52 +39,46 @@ func matcher(opts metav1.ListOptions) (func(*workv1.ManifestWork) bool, error) {
 	if ls.Empty() && fs.Empty() {
 		return nil, nil
 	}
-	return func(w *workv1.ManifestWork) bool {
-		return ls.Matches(labels.Set(w.Labels)) &&
-			fs.Matches(fields.Set{"metadata.name": w.Name, "metadata.namespace": w.Namespace})
+	return func(obj T) bool {
+		return ls.Matches(labels.Set(obj.GetLabels())) &&
+			fs.Matches(fields.Set{"metadata.name": obj.GetName(), "metadata.namespace": obj.GetNamespace()})
 	}, nil
 }
 
-// listWorks lists the works of the store that opts select: copies, or with
-// stored the stored objects (the list's items are then shallow copies of
-// them, which share their maps and slices).
-func listWorks(s *store.Store[*workv1.ManifestWork], namespace string, opts metav1.ListOptions, stored bool) (*workv1.ManifestWorkList, error) {
-	match, err := matcher(opts)
-	if err != nil {
-		return nil, err
-	}
-	res, err := s.List(store.ListOptions[*workv1.ManifestWork]{Namespace: namespace, Match: match, Limit: opts.Limit, Continue: opts.Continue, Stored: stored})
-	if err != nil {
-		return nil, err
-	}
-	list := &workv1.ManifestWorkList{
-		TypeMeta: metav1.TypeMeta{Kind: "ManifestWorkList", APIVersion: workv1.GroupVersion.String()},
-		ListMeta: metav1.ListMeta{
-			ResourceVersion:    fmt.Sprint(res.ResourceVersion),
-			Continue:           res.Continue,
-			RemainingItemCount: res.RemainingItemCount,
-		},
-		Items: make([]workv1.ManifestWork, len(res.Items)),
-	}
-	for i, w := range res.Items {
-		list.Items[i] = *w
-	}
-	return list, nil
+// List is one page of a List: copies, or (a Namespaced of Stored) the
+// stored objects, which the caller must not change.
+type List[T Object] struct {
+	Items    []T
+	ListMeta metav1.ListMeta
 }
 
-// watchWorks watches the works of the store that opts select: copies, or
-// with stored the stored objects.
-func watchWorks(s *store.Store[*workv1.ManifestWork], namespace string, opts metav1.ListOptions, stored bool) (watch.Interface, error) {
-	match, err := matcher(opts)
+func list[T Object](s *store.Store[T], namespace string, opts metav1.ListOptions, stored bool) (List[T], error) {
+	match, err := matcher[T](opts)
+	if err != nil {
+		return List[T]{}, err
+	}
+	res, err := s.List(store.ListOptions[T]{Namespace: namespace, Match: match, Limit: opts.Limit, Continue: opts.Continue, Stored: stored})
+	if err != nil {
+		return List[T]{}, err
+	}
+	return List[T]{Items: res.Items, ListMeta: metav1.ListMeta{
+		ResourceVersion:    fmt.Sprint(res.ResourceVersion),
+		Continue:           res.Continue,
+		RemainingItemCount: res.RemainingItemCount,
+	}}, nil
+}
+
+func watchObjects[T Object](s *store.Store[T], namespace string, opts metav1.ListOptions, stored bool, bookmark func() T) (watch.Interface, error) {
+	match, err := matcher[T](opts)
 	if err != nil {
 		return nil, err
 	}
-	wo := store.WatchOptions[*workv1.ManifestWork]{
+	wo := store.WatchOptions[T]{
 		Namespace:       namespace,
 		Match:           match,
 		ResourceVersion: opts.ResourceVersion,
 		AllowBookmarks:  opts.AllowWatchBookmarks,
-		Bookmark:        func() *workv1.ManifestWork { return &workv1.ManifestWork{} },
+		Bookmark:        bookmark,
 		Stored:          stored,
 	}
 	if opts.SendInitialEvents != nil {

@@ -1,0 +1,532 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"iter"
+	"maps"
+	"slices"
+	"strings"
+	"sync"
+	"unique"
+
+	"github.com/go-logr/logr"
+	"go.opentelemetry.io/otel/trace"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	kubetypes "k8s.io/apimachinery/pkg/types"
+
+	"github.com/workwire/sdk-go/codec"
+	"github.com/workwire/sdk-go/generic"
+	"github.com/workwire/sdk-go/generic/types"
+	"github.com/workwire/sdk-go/internal/store"
+)
+
+// agent is the cluster side: objects arrive from sources into the store;
+// the agent's controllers update statuses, which are published back, and
+// metadata (finalizers, labels, annotations), which stays local.
+//
+// Labels and annotations have one rule: a source owns the keys it sends.
+// Each spec event sets them to the source's values and removes those the
+// source sent before and sends no more; keys the agent set itself stay.
+//
+// A source's deletion shows as a deletionTimestamp; the object leaves the
+// store once its finalizers are gone, and a last status with the Deleted
+// condition tells the source it may forget the object.
+type agent[T Object] struct {
+	kind     *Kind[T]
+	cluster  string
+	st       *store.Store[T]
+	pub      *publisher[T]
+	patcher  *patcher[T]
+	dataType types.DataType // of objects that did not say (the first codec's)
+	log      logr.Logger
+
+	mu        sync.Mutex
+	held      map[kubetypes.UID]heldObject // what the agent knows of each object beyond the object itself
+	specSpans map[string]trace.SpanContext // by name: the span that handled each object's last spec, while tracing
+}
+
+// heldObject is what an agent keeps of an object beside the object: small,
+// as the agent keeps one per object.
+type heldObject struct {
+	// dataType is the data type the object came as, if not the agent's
+	// default (its statuses go out as the same).
+	dataType unique.Handle[types.DataType]
+	// keys are the label and annotation keys its source set (see
+	// sourceKeys), shared by every object whose source set the same.
+	keys unique.Handle[sourceKeys]
+}
+
+// sourceKeys are the label and annotation keys a source set on an object, each
+// set sorted and joined by keySep: comparable, so that equal ones are
+// interned.
+type sourceKeys struct{ labels, annotations string }
+
+// keySep joins keys: no label or annotation key contains it.
+const keySep = "\x00"
+
+func newSourceKeys(labels, annotations map[string]string) sourceKeys {
+	return sourceKeys{labels: joinKeys(labels), annotations: joinKeys(annotations)}
+}
+
+func joinKeys(m map[string]string) string {
+	switch len(m) {
+	case 0:
+		return ""
+	case 1:
+		for k := range m {
+			return k
+		}
+	}
+	return strings.Join(slices.Sorted(maps.Keys(m)), keySep)
+}
+
+// splitKeys iterates over keys joined by joinKeys.
+func splitKeys(joined string) iter.Seq[string] {
+	if joined == "" {
+		return func(func(string) bool) {}
+	}
+	return strings.SplitSeq(joined, keySep)
+}
+
+var _ backend[Object] = (*agent[Object])(nil)
+
+func (a *agent[T]) objects() *store.Store[T] { return a.st }
+
+// traceParent continues, for a write without a span of its own (a
+// controller that does not trace), the trace of the spec the object came
+// with: the source's write, its send, this agent's handling, and now the
+// status, form one trace.
+func (a *agent[T]) traceParent(ctx context.Context, _, name string) context.Context {
+	if trace.SpanContextFromContext(ctx).IsValid() {
+		return ctx
+	}
+	a.mu.Lock()
+	sc, ok := a.specSpans[name]
+	a.mu.Unlock()
+	if !ok {
+		return ctx
+	}
+	return trace.ContextWithRemoteSpanContext(ctx, sc)
+}
+
+// sourceOf is the source obj came from, as its codec recorded it.
+func sourceOf(obj Object) string { return obj.GetAnnotations()[codec.OriginalSourceAnnotation] }
+
+func (a *agent[T]) create(context.Context, string, T, metav1.CreateOptions) (T, error) {
+	var zero T
+	return zero, apierrors.NewMethodNotSupported(a.kind.Resource, "create on an agent: objects come from sources")
+}
+
+func (a *agent[T]) delete(context.Context, string, string, metav1.DeleteOptions) error {
+	return apierrors.NewMethodNotSupported(a.kind.Resource, "delete on an agent: sources delete objects")
+}
+
+func (a *agent[T]) deleteCollection(context.Context, string, metav1.DeleteOptions, metav1.ListOptions) error {
+	return apierrors.NewMethodNotSupported(a.kind.Resource, "deletecollection on an agent: sources delete objects")
+}
+
+// nextMetadata is an update of cur's metadata from in: finalizers, labels,
+// annotations and owner references stay on this cluster. The spec belongs
+// to the source; status is ignored here (UpdateStatus sets it).
+func (a *agent[T]) nextMetadata(cur, in T, manager string) (T, error) {
+	if err := a.kind.checkPreconditions(cur, string(in.GetUID()), in.GetResourceVersion()); err != nil {
+		return cur, err
+	}
+	if !a.kind.SameSpec(cur, in) {
+		return cur, apierrors.NewForbidden(a.kind.Resource, cur.GetName(), errSpecBySource)
+	}
+	if equality.Semantic.DeepEqual(cur.GetFinalizers(), in.GetFinalizers()) && equality.Semantic.DeepEqual(cur.GetLabels(), in.GetLabels()) &&
+		equality.Semantic.DeepEqual(cur.GetAnnotations(), in.GetAnnotations()) && equality.Semantic.DeepEqual(cur.GetOwnerReferences(), in.GetOwnerReferences()) &&
+		(len(in.GetManagedFields()) == 0 || equality.Semantic.DeepEqual(cur.GetManagedFields(), in.GetManagedFields())) {
+		return cur, store.ErrNoChange
+	}
+	live := cur
+	if len(cur.GetManagedFields()) > 0 && len(in.GetManagedFields()) == 0 {
+		live = a.kind.Copy(cur) // the field manager compares against it
+	}
+	in = a.kind.Copy(in)
+	next := cur
+	next.SetFinalizers(in.GetFinalizers())
+	next.SetLabels(in.GetLabels())
+	next.SetAnnotations(in.GetAnnotations())
+	next.SetOwnerReferences(in.GetOwnerReferences())
+	if len(in.GetManagedFields()) > 0 {
+		next.SetManagedFields(in.GetManagedFields())
+		return next, nil
+	}
+	return a.patcher.track(live, next, manager), nil
+}
+
+func (a *agent[T]) update(ctx context.Context, namespace string, in T, opts metav1.UpdateOptions) (T, error) {
+	if err := a.kind.checkUpdate(a.st, namespace, in); err != nil {
+		var zero T
+		return zero, err
+	}
+	return a.write(ctx, namespace, in, isDryRun(opts.DryRun), opts.FieldManager, false)
+}
+
+// nextStatus is an update of cur's status from in; nothing else changes, so
+// a status written from an old read never undoes a deletion that came in
+// meanwhile.
+func (a *agent[T]) nextStatus(cur, in T, _ string) (T, error) {
+	if err := a.kind.checkPreconditions(cur, string(in.GetUID()), in.GetResourceVersion()); err != nil {
+		return cur, err
+	}
+	if a.kind.SameStatus(cur, in) {
+		return cur, store.ErrNoChange
+	}
+	a.kind.SetStatus(cur, a.kind.Share(in)) // in stays the caller's
+	return cur, nil
+}
+
+func (a *agent[T]) updateStatus(ctx context.Context, namespace string, in T, opts metav1.UpdateOptions) (T, error) {
+	var zero T
+	if a.kind.SetStatus == nil {
+		return zero, apierrors.NewMethodNotSupported(a.kind.Resource, "update status: it has no status")
+	}
+	if err := a.kind.checkUpdate(a.st, namespace, in); err != nil {
+		return zero, err
+	}
+	return a.write(ctx, namespace, in, isDryRun(opts.DryRun), opts.FieldManager, true)
+}
+
+// write stores in's status (status true) or metadata, publishes a changed
+// status, and completes a deletion that a removed finalizer unblocks.
+func (a *agent[T]) write(ctx context.Context, namespace string, in T, dryRun bool, manager string, status bool) (T, error) {
+	var zero T
+	next := a.nextMetadata
+	if status {
+		next = a.nextStatus
+	}
+	if err := checkNamespace(namespace, in.GetNamespace()); err != nil {
+		return zero, err
+	}
+	if dryRun {
+		cur, err := a.st.Get(namespace, in.GetName())
+		if err != nil {
+			return zero, err
+		}
+		out, err := next(cur, in, manager)
+		if errors.Is(err, store.ErrNoChange) {
+			return cur, nil
+		}
+		return out, err
+	}
+	var changed T
+	var didChange bool
+	out, err := a.st.Update(namespace, in.GetName(), func(cur T) (T, error) {
+		n, err := next(cur, in, manager)
+		changed, didChange = n, err == nil
+		return n, err
+	})
+	if err != nil {
+		return zero, err
+	}
+	if didChange && status {
+		a.pub.enqueue(ctx, changed) // the store keeps changed as it is: a safe snapshot
+	}
+	a.completeDeletion(ctx, out.GetUID())
+	return out, nil
+}
+
+func (a *agent[T]) patch(ctx context.Context, namespace, name string, pt kubetypes.PatchType, data []byte, opts metav1.PatchOptions, sub string) (T, error) {
+	if sub == "status" && a.kind.SetStatus == nil {
+		var zero T
+		return zero, apierrors.NewMethodNotSupported(a.kind.Resource, "patch status: it has no status")
+	}
+	dryRun := isDryRun(opts.DryRun)
+	return patchObject(a.st, a.patcher, namespace, name, pt, data, opts, func(patched T) (T, error) {
+		return a.write(ctx, namespace, patched, dryRun, opts.FieldManager, sub == "status")
+	}, nil)
+}
+
+// onSpec is the agent client's handler: a spec from a source.
+func (a *agent[T]) onSpec(ctx context.Context, t types.EventType, in T) error {
+	var dt unique.Handle[types.DataType]
+	if t.DataType != a.dataType {
+		dt = unique.Make(t.DataType)
+	}
+	a.mu.Lock()
+	if h, ok := a.held[in.GetUID()]; ok || dt != (unique.Handle[types.DataType]{}) {
+		h.dataType = dt
+		a.held[in.GetUID()] = h
+	}
+	a.mu.Unlock()
+	in.SetNamespace(a.cluster)
+	if t.Action == types.DeleteRequest || in.GetDeletionTimestamp() != nil {
+		return a.markDeleted(ctx, in)
+	}
+	if sc := trace.SpanContextFromContext(ctx); sc.IsValid() {
+		a.mu.Lock()
+		a.specSpans[in.GetName()] = sc
+		a.mu.Unlock()
+	}
+	return a.upsert(in)
+}
+
+// upsert stores a spec from a source: a new object, or a new version of
+// one the agent holds, whose spec and generation it takes, and whose
+// labels and annotations it merges (see agent).
+//
+// The generic client hands a resource's events over one at a time, so the
+// source keys read before the store write are still the current ones when
+// they are replaced after it.
+func (a *agent[T]) upsert(in T) error {
+	keys := unique.Make(newSourceKeys(in.GetLabels(), in.GetAnnotations()))
+	if cur, ok := a.st.PeekUID(in.GetUID()); ok {
+		var prev sourceKeys
+		a.mu.Lock()
+		if h := a.held[in.GetUID()].keys; h != (unique.Handle[sourceKeys]{}) {
+			prev = h.Value()
+		}
+		a.mu.Unlock()
+		held := false
+		err := a.st.Modify(cur.GetNamespace(), cur.GetName(), func(c T) (T, error) {
+			if c.GetUID() != in.GetUID() {
+				return c, store.ErrNoChange
+			}
+			held = true
+			// c is the store's copy, the caller's to change; what decides
+			// whether anything changes is compared without reflection.
+			labels, labelsChanged := mergeSourceKeys(c.GetLabels(), in.GetLabels(), prev.labels)
+			annotations, annotationsChanged := mergeSourceKeys(c.GetAnnotations(), in.GetAnnotations(), prev.annotations)
+			if !labelsChanged && !annotationsChanged && c.GetGeneration() == in.GetGeneration() && a.kind.SameSpec(c, in) {
+				return c, store.ErrNoChange
+			}
+			a.kind.SetSpec(c, in)
+			c.SetGeneration(in.GetGeneration())
+			c.SetLabels(labels)
+			c.SetAnnotations(annotations)
+			return c, nil
+		})
+		if err == nil && held {
+			a.setSourceKeys(in.GetUID(), keys)
+		}
+		return ignoreNotFound(err)
+	}
+	if old, ok := a.st.Peek(in.GetNamespace(), in.GetName()); ok {
+		if sourceOf(old) != sourceOf(in) {
+			a.log.Error(nil, "dropping an object whose name another source's object has", a.pub.noun, key(in),
+				"source", sourceOf(in), "holder", sourceOf(old))
+			return nil
+		}
+		// The source created the object again (a new UID): the new one
+		// replaces the old, which the source no longer knows.
+		if _, err := a.st.Remove(old.GetNamespace(), old.GetName(), func(c T) error {
+			if c.GetUID() != old.GetUID() {
+				return errNotRemovable
+			}
+			return nil
+		}); err != nil && !apierrors.IsNotFound(err) {
+			return err
+		}
+		a.forget(old.GetUID())
+	}
+	in.SetResourceVersion("")
+	if ts := in.GetCreationTimestamp(); ts.IsZero() {
+		in.SetCreationTimestamp(metav1.Now())
+	}
+	if err := a.st.Put(in); err != nil {
+		return err
+	}
+	a.setSourceKeys(in.GetUID(), keys)
+	return nil
+}
+
+// setSourceKeys records the keys the source of uid set.
+func (a *agent[T]) setSourceKeys(uid kubetypes.UID, keys unique.Handle[sourceKeys]) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	h := a.held[uid]
+	h.keys = keys
+	a.held[uid] = h
+}
+
+// forget drops what the agent knows of an object it no longer holds, but
+// the data type its last status goes out as (see publish).
+func (a *agent[T]) forget(uid kubetypes.UID) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	switch h, ok := a.held[uid]; {
+	case !ok:
+	case h.dataType == unique.Handle[types.DataType]{}:
+		delete(a.held, uid)
+	default:
+		h.keys = unique.Handle[sourceKeys]{}
+		a.held[uid] = h
+	}
+}
+
+// mergeSourceKeys returns cur with the source's entries set and the keys
+// the source set before (prev) but sends no more removed; other keys stay.
+// changed reports whether that differs from cur, which is not modified.
+func mergeSourceKeys(cur, source map[string]string, prev string) (merged map[string]string, changed bool) {
+	for k, v := range source {
+		if have, ok := cur[k]; !ok || have != v {
+			changed = true
+			break
+		}
+	}
+	dropped := 0
+	for k := range splitKeys(prev) {
+		if _, still := source[k]; !still {
+			if _, ok := cur[k]; ok {
+				dropped++
+			}
+		}
+	}
+	if !changed && dropped == 0 {
+		return cur, false
+	}
+	merged = make(map[string]string, len(cur)+len(source)-dropped)
+	for k, v := range cur {
+		merged[k] = v
+	}
+	for k := range splitKeys(prev) {
+		if _, still := source[k]; !still {
+			delete(merged, k)
+		}
+	}
+	for k, v := range source {
+		merged[k] = v
+	}
+	if len(merged) == 0 {
+		merged = nil
+	}
+	return merged, true
+}
+
+// markDeleted shows a source's deletion to the agent's controllers, and
+// completes it at once if nothing holds the work.
+func (a *agent[T]) markDeleted(ctx context.Context, in T) error {
+	cur, ok := a.st.PeekUID(in.GetUID())
+	if !ok {
+		// Never had it, or already gone: say so, so the source forgets it.
+		a.sendDeleted(ctx, in)
+		return nil
+	}
+	err := a.st.Modify(cur.GetNamespace(), cur.GetName(), func(c T) (T, error) {
+		if c.GetUID() != in.GetUID() || (c.GetDeletionTimestamp() != nil && c.GetGeneration() >= in.GetGeneration()) {
+			return c, store.ErrNoChange
+		}
+		if c.GetDeletionTimestamp() == nil {
+			ts := in.GetDeletionTimestamp()
+			if ts == nil {
+				now := metav1.Now()
+				ts = &now
+			}
+			c.SetDeletionTimestamp(ts)
+		}
+		c.SetGeneration(max(c.GetGeneration(), in.GetGeneration()))
+		return c, nil
+	})
+	if err := ignoreNotFound(err); err != nil {
+		return err
+	}
+	a.completeDeletion(ctx, in.GetUID())
+	return nil
+}
+
+// completeDeletion removes an object the source deleted once its
+// finalizers are gone, and reports it deleted.
+func (a *agent[T]) completeDeletion(ctx context.Context, uid kubetypes.UID) {
+	obj, ok := a.st.PeekUID(uid)
+	if !ok || obj.GetDeletionTimestamp() == nil || len(obj.GetFinalizers()) > 0 {
+		return
+	}
+	// gone is the removed object itself; sendDeleted copies it.
+	gone, err := a.st.Remove(obj.GetNamespace(), obj.GetName(), func(cur T) error {
+		if cur.GetUID() != uid || cur.GetDeletionTimestamp() == nil || len(cur.GetFinalizers()) > 0 {
+			return errNotRemovable
+		}
+		return nil
+	})
+	if err != nil {
+		return
+	}
+	a.forget(uid)
+	a.mu.Lock()
+	delete(a.specSpans, gone.GetName())
+	a.mu.Unlock()
+	a.sendDeleted(ctx, gone)
+}
+
+// sendDeleted publishes obj's last status: what it was, and deleted; if
+// the kind's status cannot say so, it forgets obj instead (its source
+// does not wait for it).
+func (a *agent[T]) sendDeleted(ctx context.Context, obj T) {
+	if a.kind.MarkDeleted == nil {
+		a.mu.Lock()
+		delete(a.held, obj.GetUID())
+		a.mu.Unlock()
+		return
+	}
+	final := a.kind.Copy(obj)
+	a.kind.MarkDeleted(final)
+	a.pub.enqueue(ctx, final)
+}
+
+// publish is the publisher's send: a status event for obj, as the data
+// type obj came as.
+func (a *agent[T]) publish(ctx context.Context, client *generic.AgentClient[T], obj T) error {
+	dt := a.dataType
+	a.mu.Lock()
+	if h := a.held[obj.GetUID()].dataType; h != (unique.Handle[types.DataType]{}) {
+		dt = h.Value()
+	}
+	if _, exists := a.st.PeekUID(obj.GetUID()); !exists && a.kind.Deleted != nil && a.kind.Deleted(obj) {
+		delete(a.held, obj.GetUID()) // its last status: forget it
+	}
+	a.mu.Unlock()
+	return client.Publish(ctx, types.EventType{DataType: dt, SubResource: types.SubResourceStatus, Action: types.UpdateRequest}, obj)
+}
+
+// List implements generic.Lister: the objects of one source, or of all.
+func (a *agent[T]) List(opts generic.ListOptions) ([]T, error) {
+	var out []T
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.st.Range(a.cluster, func(obj T) bool {
+		if opts.Source != "" && sourceOf(obj) != opts.Source {
+			return true
+		}
+		if !opts.DataType.IsZero() {
+			dt := a.dataType
+			if h := a.held[obj.GetUID()].dataType; h != (unique.Handle[types.DataType]{}) {
+				dt = h.Value()
+			}
+			if dt != opts.DataType {
+				return true
+			}
+		}
+		out = append(out, obj)
+		return true
+	})
+	return out, nil
+}
+
+// Sources implements generic.SourceLister.
+func (a *agent[T]) Sources(string) ([]string, error) {
+	seen := map[string]struct{}{}
+	a.st.Range(a.cluster, func(obj T) bool {
+		if s := sourceOf(obj); s != "" {
+			seen[s] = struct{}{}
+		}
+		return true
+	})
+	out := make([]string, 0, len(seen))
+	for s := range seen {
+		out = append(out, s)
+	}
+	return out, nil
+}
+
+func ignoreNotFound(err error) error {
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	return err
+}

@@ -1,0 +1,333 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/go-logr/logr"
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/trace"
+	"k8s.io/apimachinery/pkg/runtime"
+	kubetypes "k8s.io/apimachinery/pkg/types"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+
+	"github.com/workwire/sdk-go/generic"
+	"github.com/workwire/sdk-go/internal/store"
+	"github.com/workwire/sdk-go/options"
+)
+
+// Defaults.
+const (
+	// DefaultOrphanGracePeriod is how long a hub keeps orphans after it
+	// starts: its store is in memory, and its controllers need a moment to
+	// create their objects again after a restart.
+	DefaultOrphanGracePeriod = 2 * time.Minute
+	// publishWorkers is how many goroutines publish a holder's writes.
+	publishWorkers = 16
+)
+
+// Config is what Events needs: everything a holder's builder collects.
+type Config[T Object] struct {
+	Kind      *Kind[T]
+	Scheme    *runtime.Scheme // knows T, for the field manager of apply patches
+	Transport options.TransportConfig
+	// SourceID makes a hub, ClusterName an agent; exactly one is set.
+	SourceID, ClusterName string
+	// Codecs: a hub publishes with the first; both sides decode with any.
+	Codecs []generic.Codec[T]
+	// CheckSize makes a hub refuse at once an object whose Kind.MinEventBytes
+	// exceeds the transport's event size limit; set it only if the first
+	// codec's events are at least that large.
+	CheckSize    bool
+	SourceOpts   []generic.SourceOption
+	AgentOpts    []generic.AgentOption
+	StatusResend time.Duration // see work.ClientHolderBuilder.WithStatusResend
+	Logger       logr.Logger
+	LoggerSet    bool // Logger was given; otherwise Start's context's is taken
+	OnError      generic.ErrorHandler
+	Tracing      trace.TracerProvider
+	// SpanAttribute names the object in the spans of writes.
+	SpanAttribute string
+}
+
+// Events is the event side of a holder: a store, a generic client over the
+// transport, the side's backend and its publisher.
+type Events[T Object] struct {
+	kind      *Kind[T]
+	b         backend[T]
+	st        *store.Store[T]
+	pub       *publisher[T]
+	tracer    trace.Tracer
+	spanNames *spanNames
+	attr      string
+	start     func(context.Context) error
+	close     func(context.Context) error
+	healthy   func() error
+	stats     func() generic.Stats
+	useLogger func(logr.Logger) // nil if Config.LoggerSet
+}
+
+// New builds the event side. It does no network I/O.
+func New[T Object](cfg Config[T]) (*Events[T], error) {
+	var errs []error
+	switch {
+	case cfg.Transport == nil:
+		errs = append(errs, errors.New("no transport"))
+	case (cfg.SourceID == "") == (cfg.ClusterName == ""):
+		errs = append(errs, errors.New("set exactly one of WithSourceID (a hub) and WithClusterName (an agent)"))
+	}
+	if len(cfg.Codecs) == 0 {
+		errs = append(errs, errors.New("no codec"))
+	}
+	for i, c := range cfg.Codecs {
+		if c == nil {
+			errs = append(errs, fmt.Errorf("codec %d is nil", i))
+		}
+	}
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
+	kind := cfg.Kind
+	p, err := newPatcher(kind, cfg.Scheme)
+	if err != nil {
+		return nil, err
+	}
+	tr, err := cfg.Transport.NewTransport()
+	if err != nil {
+		return nil, err
+	}
+	st := store.New(kind.Resource, kind.Copy, kind.Share, store.DefaultHistory)
+	onError := generic.ErrorHandler(utilruntime.HandleErrorWithContext)
+	tracing := cfg.Tracing
+	if tracing == nil {
+		tracing = otel.GetTracerProvider()
+	}
+	clientOpts := []generic.Option{generic.WithTracerProvider(tracing)}
+	if cfg.LoggerSet {
+		clientOpts = append(clientOpts, generic.WithLogger(cfg.Logger))
+	}
+	if cfg.OnError != nil {
+		onError = cfg.OnError
+		clientOpts = append(clientOpts, generic.WithErrorHandler(cfg.OnError))
+	}
+	noun := strings.ToLower(kind.GVK.Kind)
+	e := &Events[T]{kind: kind, st: st, tracer: tracing.Tracer(generic.TracerName), spanNames: newSpanNames(kind.GVK.Kind), attr: cfg.SpanAttribute}
+	if e.attr == "" {
+		e.attr = "workwire.name"
+	}
+
+	if cfg.SourceID != "" {
+		hb := &hub[T]{kind: kind, sourceID: cfg.SourceID, st: st, patcher: p, dataType: cfg.Codecs[0].DataType(),
+			log: cfg.Logger.WithValues("source", cfg.SourceID), reports: make(map[kubetypes.UID]bool)}
+		if l, ok := tr.(options.EventSizeLimiter); ok && cfg.CheckSize {
+			hb.limit = l
+		}
+		opts := []generic.SourceOption{generic.WithOrphanGracePeriod(DefaultOrphanGracePeriod)}
+		for _, o := range clientOpts {
+			opts = append(opts, o)
+		}
+		opts = append(opts, cfg.SourceOpts...)
+		client, err := generic.NewSourceClient(cfg.SourceID, tr, hb, kind.StatusHash, cfg.Codecs, opts...)
+		if err != nil {
+			_ = tr.Close(context.Background())
+			return nil, err
+		}
+		if err := client.Subscribe(hb.onStatus); err != nil {
+			return nil, err
+		}
+		hb.pub = newPublisher(noun, func(ctx context.Context, obj T) error { return hb.publish(ctx, client, obj) }, hb.log, onError)
+		e.b, e.pub = hb, hb.pub
+		e.lifecycle(client.Start, client.Close, client.Healthy, client.Stats)
+		if !cfg.LoggerSet {
+			e.useLogger = func(l logr.Logger) { hb.log = l.WithValues("source", cfg.SourceID); hb.pub.log = hb.log }
+		}
+		return e, nil
+	}
+	ab := &agent[T]{kind: kind, cluster: cfg.ClusterName, st: st, patcher: p, dataType: cfg.Codecs[0].DataType(),
+		log: cfg.Logger.WithValues("cluster", cfg.ClusterName), held: make(map[kubetypes.UID]heldObject)}
+	ab.specSpans = make(map[string]trace.SpanContext)
+	var opts []generic.AgentOption
+	for _, o := range clientOpts {
+		opts = append(opts, o)
+	}
+	opts = append(opts, cfg.AgentOpts...)
+	client, err := generic.NewAgentClient(cfg.ClusterName, tr, ab, kind.StatusHash, cfg.Codecs, opts...)
+	if err != nil {
+		_ = tr.Close(context.Background())
+		return nil, err
+	}
+	if err := client.Subscribe(ab.onSpec); err != nil {
+		return nil, err
+	}
+	ab.pub = newPublisher(noun, func(ctx context.Context, obj T) error { return ab.publish(ctx, client, obj) }, ab.log, onError)
+	if cfg.StatusResend > 0 {
+		ab.pub.withResend(cfg.StatusResend, st.PeekUID)
+	}
+	e.b, e.pub = ab, ab.pub
+	e.lifecycle(client.Start, client.Close, client.Healthy, client.Stats)
+	if !cfg.LoggerSet {
+		e.useLogger = func(l logr.Logger) { ab.log = l.WithValues("cluster", cfg.ClusterName); ab.pub.log = ab.log }
+	}
+	return e, nil
+}
+
+// lifecycle starts and stops the parts in order.
+func (e *Events[T]) lifecycle(start, closeClient func(context.Context) error, healthy func() error, stats func() generic.Stats) {
+	e.start = func(ctx context.Context) error {
+		e.pub.start(publishWorkers)
+		return start(ctx)
+	}
+	e.close = func(ctx context.Context) error {
+		e.st.Close() // ends watches: informers are stopped by now
+		e.pub.stop()
+		return closeClient(ctx)
+	}
+	e.healthy = healthy
+	e.stats = func() generic.Stats {
+		s := stats()
+		s.Held = e.st.Len()
+		return s
+	}
+}
+
+// Client returns the typed client of namespace: copies in, copies out.
+func (e *Events[T]) Client(namespace string) *Namespaced[T] {
+	return &Namespaced[T]{namespace: namespace, kind: e.kind, b: e.b, tracer: e.tracer, spanNames: e.spanNames, attr: e.attr}
+}
+
+// StoredClient is Client for the holder's own informers: its List and Watch
+// hand out the store's objects themselves, so an informer's cache costs no
+// copy of what the store holds. Its consumer must not change them —
+// client-go's rule for every informer cache, which its cache mutation
+// detector (KUBE_CACHE_MUTATION_DETECTOR) checks — for here a change would
+// also reach what the holder publishes.
+func (e *Events[T]) StoredClient(namespace string) *Namespaced[T] {
+	c := e.Client(namespace)
+	c.stored = true
+	return c
+}
+
+// Peek returns the stored object of uid, which the caller must not change.
+func (e *Events[T]) Peek(uid kubetypes.UID) (T, bool) { return e.st.PeekUID(uid) }
+
+// Stats is the client's, with the objects the store holds.
+func (e *Events[T]) Stats() generic.Stats { return e.stats() }
+
+// Lifecycle runs a holder: the event side (nil over a kube-apiserver) and
+// its informers, in order.
+type Lifecycle struct {
+	Events eventSide
+	// StartInformers starts the informers, WaitForSync waits for their
+	// caches (nil once they synced), ShutdownInformers stops them and waits.
+	StartInformers    func(stop <-chan struct{})
+	WaitForSync       func(ctx context.Context) error
+	ShutdownInformers func()
+
+	mu      sync.Mutex
+	stop    chan struct{}
+	started bool
+	synced  bool // Start returned nil
+	closed  bool
+}
+
+// eventSide is what a Lifecycle runs of an Events.
+type eventSide interface {
+	startEvents(context.Context) error
+	closeEvents(context.Context) error
+	healthyEvents() error
+	setLogger(logr.Logger)
+}
+
+func (e *Events[T]) startEvents(ctx context.Context) error { return e.start(ctx) }
+func (e *Events[T]) closeEvents(ctx context.Context) error { return e.close(ctx) }
+func (e *Events[T]) healthyEvents() error                  { return e.healthy() }
+
+// setLogger takes Start's context's logger, unless Config.LoggerSet.
+func (e *Events[T]) setLogger(l logr.Logger) {
+	if e.useLogger != nil {
+		e.useLogger(l)
+	}
+}
+
+// Start connects (over events: until the transport is connected and
+// subscribed) and starts the informers, and returns once their caches
+// synced or ctx ends. It runs until Close.
+func (l *Lifecycle) Start(ctx context.Context) error {
+	l.mu.Lock()
+	switch {
+	case l.closed:
+		l.mu.Unlock()
+		return generic.ErrClosed
+	case l.started:
+		l.mu.Unlock()
+		return generic.ErrStarted
+	}
+	l.started = true
+	l.stop = make(chan struct{})
+	l.mu.Unlock()
+	if l.Events != nil {
+		if lg, err := logr.FromContext(ctx); err == nil {
+			l.Events.setLogger(lg)
+		}
+		if err := l.Events.startEvents(ctx); err != nil {
+			return err
+		}
+	}
+	l.StartInformers(l.stop)
+	if err := l.WaitForSync(ctx); err != nil {
+		return err
+	}
+	l.mu.Lock()
+	l.synced = true
+	l.mu.Unlock()
+	return nil
+}
+
+// Healthy returns nil once Start returned nil, until Close, while the
+// transport is connected (over a kube-apiserver: from Start on; client-go
+// reconnects by itself); otherwise an error wrapping generic.ErrNotStarted,
+// generic.ErrClosed or options.ErrNotConnected that says why.
+func (l *Lifecycle) Healthy() error {
+	l.mu.Lock()
+	started, synced, closed := l.started, l.synced, l.closed
+	l.mu.Unlock()
+	switch {
+	case closed:
+		return generic.ErrClosed
+	case !started:
+		return generic.ErrNotStarted
+	}
+	if l.Events != nil {
+		if err := l.Events.healthyEvents(); err != nil {
+			return err
+		}
+	}
+	if !synced {
+		return fmt.Errorf("%w: starting", options.ErrNotConnected)
+	}
+	return nil
+}
+
+// Close stops the informers, then the event side, and waits for their
+// goroutines or ctx. It is idempotent.
+func (l *Lifecycle) Close(ctx context.Context) error {
+	l.mu.Lock()
+	if l.closed {
+		l.mu.Unlock()
+		return nil
+	}
+	l.closed = true
+	if l.stop != nil {
+		close(l.stop)
+	}
+	l.mu.Unlock()
+	l.ShutdownInformers()
+	if l.Events != nil {
+		return l.Events.closeEvents(ctx)
+	}
+	return nil
+}

@@ -1,0 +1,213 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/go-logr/logr"
+	"go.opentelemetry.io/otel/trace"
+	kubetypes "k8s.io/apimachinery/pkg/types"
+
+	"github.com/workwire/sdk-go/generic"
+	"github.com/workwire/sdk-go/internal/queue"
+	"github.com/workwire/sdk-go/options"
+)
+
+// publishAttempts bounds the retries of one publish. Past it, resync is
+// what delivers the change (the peer's next resync finds it missing).
+// Permanent errors (see permanent) are not retried.
+const publishAttempts = 8
+
+// publishRetry paces them: 200ms doubling per attempt up to 30s, with
+// jitter.
+var publishRetry = options.Backoff{Min: 200 * time.Millisecond, Max: 30 * time.Second}
+
+// permanent reports whether err is one that sending the same snapshot
+// again cannot fix: the event is larger than the transport or its broker
+// takes (options.ErrTooLarge), the codec cannot encode the object,
+// whichever codec it is (generic.ErrEncode), or encoded it as no valid
+// CloudEvent (options.ErrInvalidEvent), or the object's cluster names no
+// route (options.ErrInvalidRoute). Resync cannot deliver such an object
+// either: it stays undelivered until it changes. Anything else (not
+// connected, a broker that failed, a timeout) may pass on a later try.
+func permanent(err error) bool {
+	return errors.Is(err, options.ErrTooLarge) || errors.Is(err, generic.ErrEncode) ||
+		errors.Is(err, options.ErrInvalidEvent) || errors.Is(err, options.ErrInvalidRoute)
+}
+
+// publisher sends objects — specs on a hub, statuses on an agent — off the
+// caller's goroutine, so a clientset write never waits for the broker. Per
+// object only the newest snapshot waits (an older one is superseded);
+// deletes have a lane of their own, so a delete storm never starves
+// creates.
+type publisher[T Object] struct {
+	noun    string // what errors call an object: its kind, lower-case
+	send    func(ctx context.Context, obj T) error
+	log     logr.Logger
+	onError generic.ErrorHandler
+	q       *queue.Queue[kubetypes.UID, *pubTask[T]]
+
+	// resend, when set (an agent's WithStatusResend), sends an object again
+	// this long after the first send of each of its later generations (not
+	// the first this publisher sees), as latest has it then, and after its
+	// last send, once latest no longer has it (an agent's Deleted status);
+	// resent holds the generation last sent or scheduled per object, or
+	// resentLast.
+	resend time.Duration
+	latest func(kubetypes.UID) (T, bool)
+	mu     sync.Mutex
+	resent map[kubetypes.UID]int64
+
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+}
+
+type pubTask[T Object] struct {
+	obj     T                 // an immutable snapshot
+	span    trace.SpanContext // the write's, parent of the send's; zero if none
+	attempt int
+	resend  bool // send the object as latest has it, or obj if latest no longer has it
+}
+
+// resentLast marks an object whose last send is scheduled again.
+const resentLast = -1
+
+func newPublisher[T Object](noun string, send func(context.Context, T) error, log logr.Logger, onError generic.ErrorHandler) *publisher[T] {
+	ctx, cancel := context.WithCancel(context.Background())
+	return &publisher[T]{
+		noun:    noun,
+		send:    send,
+		log:     log,
+		onError: onError,
+		q:       queue.New[kubetypes.UID](2, newerTask[T]),
+		ctx:     ctx,
+		cancel:  cancel,
+	}
+}
+
+// withResend makes p send an object again d after the first send of each
+// of its generations but the first it sends, as latest then has it, and d
+// after its last send, when latest no longer has it.
+func (p *publisher[T]) withResend(d time.Duration, latest func(kubetypes.UID) (T, bool)) {
+	p.resend, p.latest, p.resent = d, latest, make(map[kubetypes.UID]int64)
+}
+
+// newerTask keeps the snapshot with the higher resourceVersion (a resend
+// carries the one it followed; it sends the latest).
+func newerTask[T Object](old, new *pubTask[T]) (keep, discard *pubTask[T]) {
+	if rv(new.obj) >= rv(old.obj) {
+		return new, old
+	}
+	return old, new
+}
+
+func rv(obj Object) uint64 {
+	n, _ := strconv.ParseUint(obj.GetResourceVersion(), 10, 64)
+	return n
+}
+
+// enqueue queues obj to be published, as a child of the span of ctx. obj
+// is a snapshot that must not change afterwards.
+func (p *publisher[T]) enqueue(ctx context.Context, obj T) {
+	p.q.Add(obj.GetUID(), lane(obj), &pubTask[T]{obj: obj, span: trace.SpanContextFromContext(ctx)})
+}
+
+func lane(obj Object) int {
+	if obj.GetDeletionTimestamp() != nil {
+		return 1
+	}
+	return 0
+}
+
+func (p *publisher[T]) start(workers int) {
+	for range workers {
+		p.wg.Add(1)
+		go p.run()
+	}
+}
+
+// stop drops what waits and returns once the workers are gone.
+func (p *publisher[T]) stop() {
+	p.cancel()
+	p.q.ShutDown()
+	p.wg.Wait()
+}
+
+func (p *publisher[T]) run() {
+	defer p.wg.Done()
+	for {
+		uid, t, ok := p.q.Get()
+		if !ok {
+			return
+		}
+		if t.resend {
+			if obj, ok := p.latest(uid); ok {
+				t = &pubTask[T]{obj: obj, resend: true}
+			}
+		}
+		ctx := p.ctx
+		if t.span.IsValid() {
+			ctx = trace.ContextWithSpanContext(ctx, t.span)
+		}
+		err := p.send(ctx, t.obj)
+		switch {
+		case err == nil:
+			p.scheduleResend(uid, t)
+		case p.ctx.Err() != nil:
+		case permanent(err):
+			// Not retried, so it holds up nothing; only a new version of
+			// the object can go out.
+			p.onError(p.ctx, fmt.Errorf("publish %s %s: %w", p.noun, key(t.obj), err), "cannot publish it; not retried, it stays undelivered until it changes",
+				p.noun, key(t.obj), "uid", t.obj.GetUID(), "generation", t.obj.GetGeneration())
+		case t.attempt+1 < publishAttempts && !p.q.Pending(uid):
+			t.attempt++
+			d := publishRetry.Delay(t.attempt - 1)
+			p.log.V(2).Info("publish failed; retrying", p.noun, key(t.obj), "attempt", t.attempt, "after", d, "err", err)
+			p.q.AddAfter(uid, lane(t.obj), t, d, nil)
+		default:
+			p.onError(p.ctx, fmt.Errorf("publish %s %s: %w", p.noun, key(t.obj), err), "publish failed; resync will deliver it",
+				p.noun, key(t.obj), "uid", t.obj.GetUID(), "generation", t.obj.GetGeneration())
+		}
+		p.q.Done(uid)
+	}
+}
+
+// scheduleResend queues t's object to be sent again after p.resend, if t
+// was the first send of a generation after the first one p sent, or the
+// object's last send.
+func (p *publisher[T]) scheduleResend(uid kubetypes.UID, t *pubTask[T]) {
+	if p.resend <= 0 {
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	_, held := p.latest(uid)
+	last, known := p.resent[uid]
+	switch {
+	case !held && (t.resend || last == resentLast):
+		delete(p.resent, uid) // the last send, sent again: done
+		return
+	case !held:
+		p.resent[uid] = resentLast
+	case !known:
+		// The first generation this publisher sends (a new object, or
+		// every object after a restart): the source stored it long ago or
+		// is storing it now, and OCM's retries a status of an object it
+		// does not hold yet.
+		p.resent[uid] = t.obj.GetGeneration()
+		return
+	case last >= t.obj.GetGeneration():
+		return
+	default:
+		p.resent[uid] = t.obj.GetGeneration()
+	}
+	p.q.AddAfter(uid, lane(t.obj), &pubTask[T]{obj: t.obj, resend: true}, p.resend, nil)
+}
+
+// key is obj's namespace/name.
+func key(obj Object) string { return obj.GetNamespace() + "/" + obj.GetName() }
