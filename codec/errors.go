@@ -34,12 +34,15 @@ type Error struct {
 	EventType string
 	// EventID is the CloudEvents id of a decoded event; empty on encode.
 	EventID string
-	// Work is "namespace/name" of the work Encode was given; empty on decode.
+	// Work is "namespace/name" of the work (or, from an ObjectCodec, the
+	// object) Encode was given; empty on decode.
 	Work string
 	// Field says where the problem is; empty if it is the event as a whole.
 	Field string
 	// Err is the cause.
 	Err error
+
+	noun string // what Work names, if not a work: an ObjectCodec's kind
 }
 
 // Error formats e as "<op> <event type> event "<id>" of work "<ns/name>": <field>: <cause>",
@@ -56,7 +59,11 @@ func (e *Error) Error() string {
 		fmt.Fprintf(&b, " %q", e.EventID)
 	}
 	if e.Work != "" {
-		fmt.Fprintf(&b, " of work %q", e.Work)
+		noun := e.noun
+		if noun == "" {
+			noun = "work"
+		}
+		fmt.Fprintf(&b, " of %s %q", noun, e.Work)
 	}
 	b.WriteString(": ")
 	cause := e.Err

@@ -230,6 +230,14 @@ type TransportConfig interface {
 	NewTransport() (Transport, error)
 }
 
+// TransportFunc makes a transport: a TransportConfig for transports
+// defined outside workwire, and for tests over options/memory. Whoever
+// calls it owns and closes what it returns.
+type TransportFunc func() (Transport, error)
+
+// NewTransport implements TransportConfig: it returns f().
+func (f TransportFunc) NewTransport() (Transport, error) { return f() }
+
 // EventSizeLimiter is implemented by transports that know the largest event
 // they send; workwire's MQTT, Kafka, gRPC and memory transports do (MQTT's
 // is its config's, or the smaller one its broker announces when it

@@ -36,10 +36,7 @@ const (
 // TransportFunc makes the transport of one holder: for transports defined
 // outside workwire, and for tests over options/memory. The holder owns and
 // closes what it returns.
-type TransportFunc func() (options.Transport, error)
-
-// NewTransport implements options.TransportConfig: it returns f().
-func (f TransportFunc) NewTransport() (options.Transport, error) { return f() }
+type TransportFunc = options.TransportFunc
 
 // A hub holder whose transport's event size limit is known
 // (options.EventSizeLimiter, which workwire's transports implement) answers

@@ -20,7 +20,7 @@ func TestNewClientHolderRefusesWhatCannotConnect(t *testing.T) {
 		{"nothing", nil, "no config: <nil> is nil"},
 		{"a nil rest config", (*rest.Config)(nil), "no config: *rest.Config is nil"},
 		{"a nil transport config", (*mqtt.Config)(nil), "no config: *mqtt.Config is nil"},
-		{"a nil transport func", work.TransportFunc(nil), "no config: work.TransportFunc is nil"},
+		{"a nil transport func", work.TransportFunc(nil), "no config: options.TransportFunc is nil"},
 		{"a config by value", mqtt.Config{BrokerHost: "127.0.0.1:1883"}, "config mqtt.Config: want a *rest.Config or an options.TransportConfig"},
 		{"something else", "127.0.0.1:1883", "config string: want a *rest.Config or an options.TransportConfig"},
 		{"an invalid transport config", &kafka.Config{}, "brokers"},

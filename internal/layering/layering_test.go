@@ -48,6 +48,9 @@ func TestImportsPointDown(t *testing.T) {
 		// options.TransportConfig: a program links only the transports it
 		// configures.
 		{module + "/work", append([]string{module + "/options/"}, brokers...), nil},
+		// Like work, the typed clients of other resources link only the
+		// transports a program configures.
+		{module + "/resource", append([]string{module + "/options/", module + "/work"}, brokers...), nil},
 		// The engine is generic over the type: it knows no transport and
 		// no drop-in clientset built on it.
 		{module + "/internal/engine", append([]string{module + "/options/", module + "/work"}, brokers...), nil},

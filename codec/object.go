@@ -1,0 +1,263 @@
+package codec
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"reflect"
+	"strconv"
+	"strings"
+	"time"
+
+	cloudevents "github.com/cloudevents/sdk-go/v2"
+	"github.com/google/uuid"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	kubetypes "k8s.io/apimachinery/pkg/types"
+
+	"github.com/workwire/sdk-go/generic"
+	"github.com/workwire/sdk-go/generic/types"
+)
+
+// Object is what an ObjectCodec carries: a Kubernetes object, as a pointer
+// to its struct.
+type Object interface {
+	metav1.Object
+	runtime.Object
+}
+
+// ObjectCodec carries any Kubernetes object — a custom resource, or one of
+// the types registration carries — as the object's JSON with its
+// apiVersion and kind, so a type needs no codec of its own. Its data type is
+// "<group>.<version>.<resource>" (the group as Kubernetes spells it, e.g.
+// "cluster.open-cluster-management.io.v1.managedclusters"). The extensions
+// are the protocol's: resourceid the UID, resourceversion the generation,
+// clustername the namespace, deletiontimestamp on a deletion, and on status
+// events originalsource. Spec events carry the object without its status,
+// status events the whole object, of which the receiving source takes the
+// status. Decode of a spec records the event's source in
+// OriginalSourceAnnotation, whence Encode of a status takes it. It is
+// goroutine-safe.
+type ObjectCodec[T Object] struct {
+	gvk      schema.GroupVersionKind
+	dataType types.DataType
+	newT     func() T
+	status   int // index of T's field Status, -1 if none
+	noun     string
+}
+
+var _ generic.Codec[Object] = (*ObjectCodec[Object])(nil)
+
+// NewObjectCodec returns the codec of T, whose group, version and kind gvk
+// gives and whose plural resource name is resource. T is a pointer to a
+// struct that embeds metav1.TypeMeta and metav1.ObjectMeta.
+func NewObjectCodec[T Object](gvk schema.GroupVersionKind, resource string) (*ObjectCodec[T], error) {
+	var zero T
+	typ := reflect.TypeOf(zero)
+	if typ == nil || typ.Kind() != reflect.Pointer || typ.Elem().Kind() != reflect.Struct {
+		return nil, fmt.Errorf("object codec: %v: want a pointer to a struct", typ)
+	}
+	dt := types.DataType{Group: gvk.Group, Version: gvk.Version, Resource: resource}
+	if err := dt.Validate(); err != nil {
+		return nil, fmt.Errorf("object codec of %v: data type %q: %w", gvk, dt, err)
+	}
+	c := &ObjectCodec[T]{gvk: gvk, dataType: dt, status: -1, noun: strings.ToLower(gvk.Kind),
+		newT: func() T { return reflect.New(typ.Elem()).Interface().(T) }}
+	if f, ok := typ.Elem().FieldByName("Status"); ok && len(f.Index) == 1 {
+		c.status = f.Index[0]
+	}
+	return c, nil
+}
+
+// DataType implements generic.Codec.
+func (c *ObjectCodec[T]) DataType() types.DataType { return c.dataType }
+
+// Encode implements generic.Codec.
+func (c *ObjectCodec[T]) Encode(source string, t types.EventType, obj T) (*cloudevents.Event, error) {
+	evt, err := c.encode(source, t, obj)
+	if err != nil {
+		e := newError("encode", t.String(), "", "", err)
+		if any(obj) != nil && !reflect.ValueOf(obj).IsNil() {
+			e.Work = obj.GetNamespace() + "/" + obj.GetName()
+		}
+		e.noun = c.noun
+		return nil, e
+	}
+	return evt, nil
+}
+
+func (c *ObjectCodec[T]) encode(source string, t types.EventType, obj T) (*cloudevents.Event, error) {
+	if err := checkType(c.dataType, t); err != nil {
+		return nil, err
+	}
+	if t.SubResource == types.SubResourceStatus && t.Action != types.UpdateRequest {
+		return nil, fmt.Errorf("%w: status events are %s, not %s", ErrUnsupportedType, types.UpdateRequest, t.Action)
+	}
+	if t.Action == types.ResyncResponse {
+		return nil, fmt.Errorf("%w: %s is decoded from OCM peers, never sent (answers are create, update and delete requests)", ErrUnsupportedType, t.Action)
+	}
+	if any(obj) == nil || reflect.ValueOf(obj).IsNil() {
+		return nil, errors.New("object is nil")
+	}
+	if source == "" {
+		return nil, errors.New("source is empty")
+	}
+	if obj.GetUID() == "" {
+		return nil, atField("metadata.uid", errors.New("empty (it is the resourceid extension)"))
+	}
+	if obj.GetNamespace() == "" {
+		return nil, atField("metadata.namespace", errors.New("empty (it is the clustername extension)"))
+	}
+	if g := obj.GetGeneration(); g < 0 || g > math.MaxInt32 {
+		return nil, atField("metadata.generation", fmt.Errorf("%d does not fit the resourceversion extension (CloudEvents integers are 32 bits)", g))
+	}
+	t.DataType = c.dataType
+	evt := cloudevents.NewEvent()
+	evt.SetID(uuid.NewString())
+	evt.SetSource(source)
+	evt.SetType(t.String())
+	evt.SetTime(time.Now())
+	evt.SetDataContentType(cloudevents.ApplicationJSON)
+	evt.SetExtension(types.ExtResourceID, string(obj.GetUID()))
+	if err := types.SetInt32Extension(&evt, types.ExtResourceVersion, obj.GetGeneration()); err != nil {
+		return nil, err
+	}
+	evt.SetExtension(types.ExtClusterName, obj.GetNamespace())
+
+	payload := c.shallow(obj)
+	payload.GetObjectKind().SetGroupVersionKind(c.gvk)
+	switch t.SubResource {
+	case types.SubResourceSpec:
+		switch {
+		case obj.GetDeletionTimestamp() != nil:
+			types.SetTimeExtension(&evt, types.ExtDeletionTimestamp, obj.GetDeletionTimestamp().Time)
+		case t.Action == types.DeleteRequest:
+			types.SetTimeExtension(&evt, types.ExtDeletionTimestamp, time.Now())
+		}
+		if c.status >= 0 {
+			// The status is the agents': a spec leaves it out.
+			f := reflect.ValueOf(payload).Elem().Field(c.status)
+			f.Set(reflect.Zero(f.Type()))
+		}
+	case types.SubResourceStatus:
+		src := obj.GetAnnotations()[OriginalSourceAnnotation]
+		if src == "" {
+			return nil, fmt.Errorf("%s has no %s annotation: it did not come from a source", c.noun, OriginalSourceAnnotation)
+		}
+		evt.SetExtension(types.ExtOriginalSource, src)
+	}
+	data, err := json.Marshal(payload)
+	if err != nil {
+		return nil, atField("data", err)
+	}
+	evt.DataEncoded = data
+	return &evt, nil
+}
+
+// shallow returns a shallow copy of obj, for what encode changes.
+func (c *ObjectCodec[T]) shallow(obj T) T {
+	out := c.newT()
+	reflect.ValueOf(out).Elem().Set(reflect.ValueOf(obj).Elem())
+	return out
+}
+
+// Decode implements generic.Codec.
+func (c *ObjectCodec[T]) Decode(evt *cloudevents.Event) (T, error) {
+	obj, err := c.decode(evt)
+	if err != nil {
+		var zero T
+		var typ, id string
+		if evt != nil && evt.Context != nil && !reflect.ValueOf(evt.Context).IsNil() {
+			typ, id = evt.Type(), evt.ID()
+		}
+		e := newError("decode", typ, id, "", err)
+		e.noun = c.noun
+		return zero, e
+	}
+	return obj, nil
+}
+
+func (c *ObjectCodec[T]) decode(evt *cloudevents.Event) (T, error) {
+	var zero T
+	if evt == nil {
+		return zero, errors.New("event is nil")
+	}
+	if evt.Context == nil || reflect.ValueOf(evt.Context).IsNil() {
+		return zero, errors.New("event has no context")
+	}
+	t, err := types.ParseEventType(evt.Type())
+	if err != nil {
+		return zero, err
+	}
+	if err := checkType(c.dataType, t); err != nil {
+		return zero, err
+	}
+	id, err := types.RequiredString(evt, types.ExtResourceID)
+	if err != nil {
+		return zero, err
+	}
+	version, err := types.RequiredInt64(evt, types.ExtResourceVersion)
+	if err != nil {
+		return zero, err
+	}
+	if version < 0 {
+		return zero, atField("extension \"resourceversion\"", fmt.Errorf("%d is negative", version))
+	}
+	cluster, _, err := types.StringExtension(evt, types.ExtClusterName)
+	if err != nil {
+		return zero, err
+	}
+	obj := c.newT()
+	data := bytes.TrimSpace(evt.Data())
+	if len(data) > 0 && string(data) != "null" {
+		if err := json.Unmarshal(data, obj); err != nil {
+			return zero, atField("data", jsonError(err))
+		}
+		if gvk := obj.GetObjectKind().GroupVersionKind(); !gvk.Empty() && gvk != c.gvk {
+			return zero, atField("data", fmt.Errorf("apiVersion %q and kind %q, want %q and %q", gvk.GroupVersion(), gvk.Kind, c.gvk.GroupVersion(), c.gvk.Kind))
+		}
+	} else if t.SubResource == types.SubResourceStatus || t.Action != types.DeleteRequest {
+		return zero, atField("data", fmt.Errorf("missing (a %s carries the %s)", t, c.noun))
+	}
+	// The extensions are the truth; the data only fills in.
+	obj.GetObjectKind().SetGroupVersionKind(c.gvk)
+	obj.SetUID(kubetypes.UID(id))
+	obj.SetGeneration(version)
+	obj.SetResourceVersion(strconv.FormatInt(version, 10))
+	if cluster != "" {
+		obj.SetNamespace(cluster)
+	}
+	if obj.GetName() == "" {
+		obj.SetName(id)
+	}
+	if t.SubResource == types.SubResourceStatus {
+		return obj, nil
+	}
+	source := evt.Source()
+	if source == "" {
+		return zero, atField("source", errors.New("empty (it is recorded as the object's original source)"))
+	}
+	annotations := obj.GetAnnotations()
+	if annotations == nil {
+		annotations = make(map[string]string, 1)
+	}
+	annotations[OriginalSourceAnnotation] = source
+	obj.SetAnnotations(annotations)
+	ts, ok, err := types.TimeExtension(evt, types.ExtDeletionTimestamp)
+	switch {
+	case err != nil:
+		return zero, err
+	case ok:
+		obj.SetDeletionTimestamp(&metav1.Time{Time: ts})
+	case obj.GetDeletionTimestamp() == nil && t.Action == types.DeleteRequest:
+		now := evt.Time()
+		if now.IsZero() {
+			now = time.Now()
+		}
+		obj.SetDeletionTimestamp(&metav1.Time{Time: now.UTC()})
+	}
+	return obj, nil
+}
