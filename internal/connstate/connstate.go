@@ -1,6 +1,8 @@
-// Package connstate tracks a transport's connection to its broker: it
-// tells an operator what is going on at the default log level without
-// flooding the log while a broker stays down, and answers health checks.
+// Package connstate tracks a transport's connection to its broker and
+// keeps it up: the Tracker tells an operator what is going on at the
+// default log level without flooding the log while a broker stays down, and
+// answers health checks; Connect, Retry and Supervise are the one connect
+// and reconnect loop every transport runs, with backoff.
 package connstate
 
 import (

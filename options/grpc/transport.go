@@ -222,33 +222,20 @@ func (t *Transport) Start(ctx context.Context, subs []options.Subscription, r op
 	defer cancel()
 	defer context.AfterFunc(t.ctx, cancel)()
 
-	t.tracker.Connecting()
-	var last error
-	for attempt := 0; ; attempt++ {
-		sess, err := t.subscribe(ctx)
-		if err == nil {
-			t.tracker.Connected()
-			go t.supervise(sess)
-			r.Connected()
-			return nil
-		}
-		last = err
-		if refused(err) {
-			t.wg.Done()
+	sess, err := connstate.Connect(ctx, t.tracker, t.backoff, t.subscribe, refused)
+	if err != nil {
+		t.wg.Done()
+		switch {
+		case refused(err):
 			return err
+		case t.ctx.Err() != nil:
+			return options.ErrClosed
 		}
-		delay := t.backoff.Delay(attempt)
-		if ctx.Err() == nil {
-			t.tracker.Failed(delay, err)
-		}
-		if !sleep(ctx, delay) {
-			t.wg.Done()
-			if t.ctx.Err() != nil {
-				return options.ErrClosed
-			}
-			return fmt.Errorf("grpc: connect to %s: %w (last error: %w)", t.cfg.ServerAddress, ctx.Err(), last)
-		}
+		return fmt.Errorf("grpc: connect to %s: %w", t.cfg.ServerAddress, err)
 	}
+	go t.supervise(sess)
+	r.Connected()
+	return nil
 }
 
 // refused reports broker answers that retrying will not change.
@@ -515,43 +502,11 @@ func waitReady(ctx context.Context, conn *grpclib.ClientConn) error {
 // with backoff and tells the receiver, until Close.
 func (t *Transport) supervise(sess *session) {
 	defer t.wg.Done()
-	// The attempt count carries over a session that did not last the
-	// longest backoff: a server that accepts and then ends the streams at
-	// once is retried ever more slowly, not every ReconnectMinBackoff with
-	// a resync each time.
-	attempt, subscribedAt := 0, time.Now()
-	for {
+	connstate.Supervise(t.ctx, t.tracker, t.backoff, sess, func(sess *session) error {
 		err := t.watch(sess)
 		sess.stop()
-		if t.ctx.Err() != nil {
-			return
-		}
-		t.log.Info("subscription lost; resubscribing", "err", err)
-		t.tracker.Lost(err)
-		if time.Since(subscribedAt) >= t.backoff.Max {
-			attempt = 0
-		}
-		// The delay a failure reports is the one the next attempt waits.
-		for delay := t.backoff.Delay(attempt); ; {
-			attempt++
-			if !sleep(t.ctx, delay) {
-				return
-			}
-			next, err := t.subscribe(t.ctx)
-			if err != nil {
-				delay = t.backoff.Delay(attempt)
-				if t.ctx.Err() == nil {
-					t.tracker.Failed(delay, err)
-				}
-				continue
-			}
-			sess, subscribedAt = next, time.Now()
-			break
-		}
-		t.tracker.Connected()
-		t.log.Info("resubscribed")
-		t.recv.Connected()
-	}
+		return err
+	}, t.subscribe, func(*session) { t.recv.Connected() })
 }
 
 // watch returns when sess ends, or when one of its streams has been silent
@@ -794,15 +749,4 @@ func (t *Transport) Close(ctx context.Context) error {
 		}
 	}
 	return nil
-}
-
-func sleep(ctx context.Context, d time.Duration) bool {
-	timer := time.NewTimer(d)
-	defer timer.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-timer.C:
-		return true
-	}
 }

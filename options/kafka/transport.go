@@ -13,7 +13,6 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"github.com/IBM/sarama"
 	"github.com/cloudevents/sdk-go/protocol/kafka_sarama/v2"
@@ -408,25 +407,19 @@ func (t *Transport) goLocked(run *sync.WaitGroup, f func()) {
 
 // retry calls fn with backoff until it succeeds, fails for good, or ctx ends.
 func (t *Transport) retry(ctx context.Context, what string, fn func() error) error {
-	for attempt := 0; ; attempt++ {
-		err := fn()
-		if err == nil {
-			return nil
+	_, err := connstate.Retry(ctx, t.tracker, t.backoff, func(context.Context) (struct{}, error) {
+		if err := fn(); err != nil {
+			return struct{}{}, fmt.Errorf("%s: %w", what, err)
 		}
-		if permanent(err) {
-			return fmt.Errorf("kafka: %s: %w", what, err)
-		}
-		delay := t.backoff.Delay(attempt)
-		if ctx.Err() == nil {
-			t.tracker.Failed(delay, fmt.Errorf("%s: %w", what, err))
-		}
-		if !sleep(ctx, delay) {
-			if t.ctx.Err() != nil {
-				return fmt.Errorf("kafka: %s: %w", what, options.ErrClosed)
-			}
-			return fmt.Errorf("kafka: %s: %w (last error: %w)", what, ctx.Err(), err)
-		}
+		return struct{}{}, nil
+	}, permanent)
+	switch {
+	case err == nil:
+		return nil
+	case !permanent(err) && t.ctx.Err() != nil:
+		return fmt.Errorf("kafka: %s: %w", what, options.ErrClosed)
 	}
+	return fmt.Errorf("kafka: %w", err)
 }
 
 // permanent reports failures to connect that retrying cannot fix.
@@ -439,17 +432,6 @@ func permanent(err error) bool {
 	)
 	return errors.Is(err, sarama.ErrSASLAuthenticationFailed) || errors.Is(err, sarama.ErrUnsupportedSASLMechanism) ||
 		errors.As(err, &unknownAuthority) || errors.As(err, &hostname) || errors.As(err, &invalid) || errors.As(err, &verify)
-}
-
-func sleep(ctx context.Context, d time.Duration) bool {
-	timer := time.NewTimer(d)
-	defer timer.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-timer.C:
-		return true
-	}
 }
 
 // dispatch owns the producer: it hands each result to the Send waiting for
@@ -523,7 +505,7 @@ func (t *Transport) consume(ctx context.Context, group sarama.ConsumerGroup, h *
 		t.tracker.Lost(err)
 		delay := t.backoff.Delay(attempt)
 		t.tracker.Failed(delay, err)
-		if !sleep(ctx, delay) {
+		if !connstate.Sleep(ctx, delay) {
 			break
 		}
 		attempt++

@@ -186,30 +186,17 @@ func (t *Transport) Start(ctx context.Context, subs []options.Subscription, r op
 	// The supervisor's WaitGroup entry is taken now, so goroutines that
 	// connect starts are always added while the count is positive.
 	t.wg.Add(1)
-	t.tracker.Connecting()
-	var last error
-	for attempt := 0; ; attempt++ {
-		cli, err := t.connect(ctx)
-		if err == nil {
-			t.tracker.Connected()
-			go t.supervise(cli)
-			r.Connected()
-			return nil
-		}
-		last = err
+	cli, err := connstate.Connect(ctx, t.tracker, t.backoff, t.connect, func(err error) bool { return errors.Is(err, errRefused) })
+	if err != nil {
+		t.wg.Done()
 		if errors.Is(err, errRefused) {
-			t.wg.Done()
 			return err
 		}
-		delay := t.backoff.Delay(attempt)
-		if ctx.Err() == nil {
-			t.tracker.Failed(delay, err)
-		}
-		if !sleep(ctx, delay) {
-			t.wg.Done()
-			return fmt.Errorf("mqtt: connect to %s: %w (last error: %w)", t.cfg.BrokerHost, ctx.Err(), last)
-		}
+		return fmt.Errorf("mqtt: connect to %s: %w", t.cfg.BrokerHost, err)
 	}
+	go t.supervise(cli)
+	r.Connected()
+	return nil
 }
 
 // errRefused marks a broker's refusal that retrying will not change.
@@ -353,61 +340,26 @@ func (t *Transport) dial(ctx context.Context) (net.Conn, error) {
 // and tells the receiver, until Close.
 func (t *Transport) supervise(cli *paho.Client) {
 	defer t.wg.Done()
-	// The attempt count carries over a connection that did not last the
-	// longest backoff: a broker that accepts and then drops at once (a
-	// client ID taken over, a subscription it ends) is retried ever more
-	// slowly, not every ReconnectMinBackoff with a resync each time.
-	attempt, connectedAt := 0, time.Now()
-	for {
-		select {
-		case <-t.ctx.Done():
-			_ = cli.Disconnect(&paho.Disconnect{})
-			<-cli.Done()
-			return
-		case <-cli.Done():
-		}
-		t.mu.Lock()
-		if t.client == cli {
-			t.client = nil
-		}
-		t.mu.Unlock()
-		t.log.Info("connection lost; reconnecting")
-		t.tracker.Lost(nil)
-		if time.Since(connectedAt) >= t.backoff.Max {
-			attempt = 0
-		}
-		// The delay a failure reports is the one the next attempt waits.
-		for delay := t.backoff.Delay(attempt); ; {
-			attempt++
-			if !sleep(t.ctx, delay) {
-				return
-			}
-			next, err := t.connect(t.ctx)
-			if err != nil {
-				delay = t.backoff.Delay(attempt)
-				if t.ctx.Err() == nil {
-					t.tracker.Failed(delay, err)
-				}
-				continue
-			}
-			cli, connectedAt = next, time.Now()
-			break
-		}
-		t.tracker.Connected()
-		t.log.Info("reconnected")
-		t.recv.Connected()
-	}
+	connstate.Supervise(t.ctx, t.tracker, t.backoff, cli, t.waitEnd, t.connect, func(*paho.Client) { t.recv.Connected() })
 }
 
-func sleep(ctx context.Context, d time.Duration) bool {
-	timer := time.NewTimer(d)
-	defer timer.Stop()
+// waitEnd returns when cli's connection ends, or, once the transport
+// closes, after disconnecting it. The connection's callbacks report the
+// cause to the tracker.
+func (t *Transport) waitEnd(cli *paho.Client) error {
 	select {
-	case <-ctx.Done():
-		return false
-	case <-timer.C:
-		return true
+	case <-t.ctx.Done():
+		_ = cli.Disconnect(&paho.Disconnect{})
+		<-cli.Done()
+		return nil
+	case <-cli.Done():
 	}
+	t.mu.Lock()
+	if t.client == cli {
+		t.client = nil
+	}
+	t.mu.Unlock()
+	return nil
 }
 
 // onPublish runs on paho's receive goroutine: decode and hand over, nothing
