@@ -9,6 +9,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/workwire/sdk-go/internal/lifecycle"
+
 	cloudevents "github.com/cloudevents/sdk-go/v2"
 	"github.com/go-logr/logr"
 	"go.opentelemetry.io/otel"
@@ -122,10 +124,10 @@ type dropError struct {
 func (e *dropError) Error() string { return fmt.Sprintf("dropped (%s): %v", e.reason, e.err) }
 func (e *dropError) Unwrap() error { return e.err }
 
-type lifecycle int
+type clientState int
 
 const (
-	stateNew lifecycle = iota
+	stateNew clientState = iota
 	stateStarted
 	stateClosed
 )
@@ -149,7 +151,7 @@ type core[T Object] struct {
 	q        *queue.Queue[string, *task]
 
 	mu        sync.Mutex // guards state, startedAt and handlers before Start
-	state     lifecycle
+	state     clientState
 	ready     bool // the transport's Start returned nil
 	startedAt time.Time
 	handlers  []ResourceHandler[T]
@@ -280,12 +282,8 @@ func (c *core[T]) close(ctx context.Context) error {
 	// Tasks still waiting are not acknowledged: a transport that commits
 	// offsets redelivers them to the next consumer.
 	c.q.ShutDown()
-	done := make(chan struct{})
-	go func() { c.wg.Wait(); close(done) }()
-	select {
-	case <-done:
-	case <-ctx.Done():
-		return errors.Join(err, fmt.Errorf("close %s client: %w", c.side, ctx.Err()))
+	if werr := lifecycle.Wait(ctx, &c.wg); werr != nil {
+		return errors.Join(err, fmt.Errorf("close %s client: %w", c.side, werr))
 	}
 	c.log.Info("closed")
 	return err

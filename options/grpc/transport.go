@@ -26,6 +26,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/workwire/sdk-go/internal/connstate"
+	"github.com/workwire/sdk-go/internal/lifecycle"
 	"github.com/workwire/sdk-go/options"
 	"github.com/workwire/sdk-go/options/grpc/protocol"
 )
@@ -733,15 +734,11 @@ func (t *Transport) Close(ctx context.Context) error {
 	t.mu.Unlock()
 	t.tracker.Closed()
 	t.cancel()
-	done := make(chan struct{})
-	go func() { t.wg.Wait(); close(done) }()
-	select {
-	case <-done:
-	case <-ctx.Done():
+	if err := lifecycle.Wait(ctx, &t.wg); err != nil {
 		if conn != nil {
 			_ = conn.Close()
 		}
-		return fmt.Errorf("grpc: close: %w", ctx.Err())
+		return fmt.Errorf("grpc: close: %w", err)
 	}
 	if conn != nil {
 		if err := conn.Close(); err != nil {

@@ -24,6 +24,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/workwire/sdk-go/internal/connstate"
+	"github.com/workwire/sdk-go/internal/lifecycle"
 	"github.com/workwire/sdk-go/options"
 )
 
@@ -862,12 +863,8 @@ func (t *Transport) Close(ctx context.Context) error {
 	t.tracker.Closed()
 	// No WaitGroup entry is taken after this point (goLocked checks closed
 	// under the lock), so the Wait cannot miss one.
-	done := make(chan struct{})
-	go func() { t.wg.Wait(); close(done) }()
-	select {
-	case <-done:
-		return nil
-	case <-ctx.Done():
-		return fmt.Errorf("kafka: close: %w", ctx.Err())
+	if err := lifecycle.Wait(ctx, &t.wg); err != nil {
+		return fmt.Errorf("kafka: close: %w", err)
 	}
+	return nil
 }

@@ -20,6 +20,7 @@ import (
 
 	cloudevents "github.com/cloudevents/sdk-go/v2"
 
+	"github.com/workwire/sdk-go/internal/lifecycle"
 	"github.com/workwire/sdk-go/options"
 )
 
@@ -381,14 +382,7 @@ func (t *Transport) Close(ctx context.Context) error {
 	t.dropInFlight()
 	t.cond.Broadcast()
 	t.mu.Unlock()
-	done := make(chan struct{})
-	go func() { t.wg.Wait(); close(done) }()
-	select {
-	case <-done:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
+	return lifecycle.Wait(ctx, &t.wg)
 }
 
 func (t *Transport) wants(r options.Route) bool {

@@ -22,6 +22,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/workwire/sdk-go/internal/connstate"
+	"github.com/workwire/sdk-go/internal/lifecycle"
 	"github.com/workwire/sdk-go/options"
 )
 
@@ -560,12 +561,8 @@ func (t *Transport) Close(ctx context.Context) error {
 	t.mu.Unlock()
 	t.tracker.Closed()
 	t.cancel()
-	done := make(chan struct{})
-	go func() { t.wg.Wait(); close(done) }()
-	select {
-	case <-done:
-		return nil
-	case <-ctx.Done():
-		return fmt.Errorf("mqtt: close: %w", ctx.Err())
+	if err := lifecycle.Wait(ctx, &t.wg); err != nil {
+		return fmt.Errorf("mqtt: close: %w", err)
 	}
+	return nil
 }
