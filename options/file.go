@@ -134,3 +134,30 @@ func (d *Duration) UnmarshalJSON(b []byte) error {
 func (d Duration) MarshalJSON() ([]byte, error) {
 	return json.Marshal(time.Duration(d).String())
 }
+
+// Default sets *field to def if it holds its zero value: how each config
+// fills in its defaults, once, when its transport is made.
+func Default[T comparable](field *T, def T) {
+	var zero T
+	if *field == zero {
+		*field = def
+	}
+}
+
+// Validator is a config that can check itself.
+type Validator interface{ Validate() error }
+
+// LoadConfig reads a C from a YAML or JSON file (see LoadFile) and
+// validates it.
+func LoadConfig[C Validator](path string) (C, error) {
+	var c C
+	if err := LoadFile(path, &c); err != nil {
+		var zero C
+		return zero, err
+	}
+	if err := c.Validate(); err != nil {
+		var zero C
+		return zero, fmt.Errorf("%s: %w", path, err)
+	}
+	return c, nil
+}

@@ -293,3 +293,13 @@ func TestUnmarshalIsCaseSensitiveAndSaysWhere(t *testing.T) {
 		t.Errorf("a good file: %+v, %v", c, err)
 	}
 }
+
+func TestDefaultFillsOnlyZeroValues(t *testing.T) {
+	d, n, s := Duration(0), -1, "set"
+	Default(&d, Duration(time.Second))
+	Default(&n, 5)
+	Default(&s, "default")
+	if d != Duration(time.Second) || n != -1 || s != "set" {
+		t.Errorf("Default gave %v, %d, %q; want 1s, -1 (a set value stays), set", time.Duration(d), n, s)
+	}
+}

@@ -140,18 +140,18 @@ func (c Config) Validate() error {
 	return nil
 }
 
-func orDefault(d options.Duration, def time.Duration) time.Duration {
-	if d == 0 {
-		return def
-	}
-	return time.Duration(d)
-}
-
-func orDefaultInt(n, def int) int {
-	if n <= 0 {
-		return def
-	}
-	return n
+// withDefaults returns c with every optional field that is zero set to
+// its default (a negative KeepAliveTime, keep-alive off, stays). New
+// applies it once; the transport reads c's fields as they are.
+func (c Config) withDefaults() Config {
+	options.Default(&c.KeepAliveTime, options.Duration(DefaultKeepAliveTime))
+	options.Default(&c.KeepAliveTimeout, options.Duration(DefaultKeepAliveTimeout))
+	options.Default(&c.DialTimeout, options.Duration(DefaultDialTimeout))
+	options.Default(&c.ReconnectMinBackoff, options.Duration(DefaultReconnectMinBackoff))
+	options.Default(&c.ReconnectMaxBackoff, options.Duration(DefaultReconnectMaxBackoff))
+	options.Default(&c.MaxEventBytes, DefaultMaxEventBytes)
+	options.Default(&c.MaxReceiveBytes, DefaultMaxReceiveBytes)
+	return c
 }
 
 // serverHost is the host part of the address, for TLS server name checks.

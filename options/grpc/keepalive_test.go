@@ -25,7 +25,7 @@ func TestKeepaliveParams(t *testing.T) {
 			keepalive.ClientParameters{Time: time.Minute, Timeout: 5 * time.Second, PermitWithoutStream: true}, true},
 		{"off", Config{KeepAliveTime: options.Duration(-1)}, keepalive.ClientParameters{}, false},
 	} {
-		got, on := keepaliveParams(tc.cfg)
+		got, on := keepaliveParams(tc.cfg.withDefaults())
 		if on != tc.wantOn || got != tc.want {
 			t.Errorf("%s: %+v, %v; want %+v, %v", tc.name, got, on, tc.want, tc.wantOn)
 		}

@@ -105,14 +105,12 @@ func New(cfg Config, opts ...Option) (*Transport, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
+	cfg = cfg.withDefaults()
 	t := &Transport{
-		cfg: cfg,
-		log: klog.Background(),
-		backoff: options.Backoff{
-			Min: orDefault(cfg.ReconnectMinBackoff, DefaultReconnectMinBackoff),
-			Max: orDefault(cfg.ReconnectMaxBackoff, DefaultReconnectMaxBackoff),
-		},
-		maxEvent: orDefaultInt(cfg.MaxEventBytes, DefaultMaxEventBytes),
+		cfg:      cfg,
+		log:      klog.Background(),
+		backoff:  options.Backoff{Min: time.Duration(cfg.ReconnectMinBackoff), Max: time.Duration(cfg.ReconnectMaxBackoff)},
+		maxEvent: cfg.MaxEventBytes,
 	}
 	for _, o := range opts {
 		o(t)
@@ -136,18 +134,16 @@ func (t *Transport) dialOptions() []grpclib.DialOption {
 	if t.tlsConfig != nil {
 		creds = credentials.NewTLS(t.tlsConfig)
 	}
-	minBackoff := orDefault(cfg.ReconnectMinBackoff, DefaultReconnectMinBackoff)
-	maxBackoff := orDefault(cfg.ReconnectMaxBackoff, DefaultReconnectMaxBackoff)
 	opts := []grpclib.DialOption{
 		grpclib.WithTransportCredentials(creds),
 		// The channel's own reconnects follow the same bounds as ours
 		// (gRPC's default waits up to 120s between attempts).
 		grpclib.WithConnectParams(grpclib.ConnectParams{
-			Backoff:           backoff.Config{BaseDelay: minBackoff, Multiplier: 1.6, Jitter: 0.2, MaxDelay: maxBackoff},
-			MinConnectTimeout: orDefault(cfg.DialTimeout, DefaultDialTimeout),
+			Backoff:           backoff.Config{BaseDelay: t.backoff.Min, Multiplier: 1.6, Jitter: 0.2, MaxDelay: t.backoff.Max},
+			MinConnectTimeout: time.Duration(cfg.DialTimeout),
 		}),
 		grpclib.WithDefaultCallOptions(
-			grpclib.MaxCallRecvMsgSize(orDefaultInt(cfg.MaxReceiveBytes, DefaultMaxReceiveBytes)),
+			grpclib.MaxCallRecvMsgSize(cfg.MaxReceiveBytes),
 			grpclib.MaxCallSendMsgSize(t.maxEvent),
 		),
 	}
@@ -167,13 +163,12 @@ func (t *Transport) dialOptions() []grpclib.DialOption {
 // they are off. Pings go out on idle connections without streams too (a
 // source that only publishes), which the server permits.
 func keepaliveParams(cfg Config) (keepalive.ClientParameters, bool) {
-	ka := orDefault(cfg.KeepAliveTime, DefaultKeepAliveTime)
-	if ka <= 0 {
+	if cfg.KeepAliveTime <= 0 {
 		return keepalive.ClientParameters{}, false
 	}
 	return keepalive.ClientParameters{
-		Time:                ka,
-		Timeout:             orDefault(cfg.KeepAliveTimeout, DefaultKeepAliveTimeout),
+		Time:                time.Duration(cfg.KeepAliveTime),
+		Timeout:             time.Duration(cfg.KeepAliveTimeout),
 		PermitWithoutStream: true,
 	}, true
 }
@@ -387,7 +382,7 @@ func (t *Transport) subscribe(ctx context.Context) (*session, error) {
 	}
 	// Until every stream is up, ctx (and a handshake timeout) bound the wait.
 	stopBound := context.AfterFunc(ctx, cancel)
-	handshake := time.AfterFunc(orDefault(t.cfg.DialTimeout, DefaultDialTimeout), cancel)
+	handshake := time.AfterFunc(time.Duration(t.cfg.DialTimeout), cancel)
 	// A channel that failed to connect fails the attempt at once, with the
 	// reason, rather than at the handshake timeout: an operator learns of
 	// a dead server when it happens.

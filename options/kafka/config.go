@@ -225,16 +225,7 @@ func Key(r options.Route) string {
 }
 
 // LoadConfig reads a Config from a YAML or JSON file and validates it.
-func LoadConfig(path string) (Config, error) {
-	var c Config
-	if err := options.LoadFile(path, &c); err != nil {
-		return Config{}, err
-	}
-	if err := c.Validate(); err != nil {
-		return Config{}, fmt.Errorf("%s: %w", path, err)
-	}
-	return c, nil
-}
+func LoadConfig(path string) (Config, error) { return options.LoadConfig[Config](path) }
 
 // Validate reports every problem of c at once. It reads the TLS files and
 // the SASL password file c names.
@@ -291,11 +282,11 @@ func (c Config) Validate() error {
 			errs = append(errs, fmt.Errorf("%s %v: want 0 (default) or more", d.name, time.Duration(d.v)))
 		}
 	}
-	if hb, st := c.heartbeatInterval(), c.sessionTimeout(); hb >= st {
-		errs = append(errs, fmt.Errorf("heartbeatInterval %v must be below sessionTimeout %v", hb, st))
+	if d := c.withDefaults(); d.HeartbeatInterval >= d.SessionTimeout {
+		errs = append(errs, fmt.Errorf("heartbeatInterval %v must be below sessionTimeout %v", time.Duration(d.HeartbeatInterval), time.Duration(d.SessionTimeout)))
 	}
-	if dt, rt := c.drainTimeout(), c.rebalanceTimeout(); dt >= rt {
-		errs = append(errs, fmt.Errorf("drainTimeout %v must be below rebalanceTimeout %v", dt, rt))
+	if d := c.withDefaults(); d.DrainTimeout >= d.RebalanceTimeout {
+		errs = append(errs, fmt.Errorf("drainTimeout %v must be below rebalanceTimeout %v", time.Duration(d.DrainTimeout), time.Duration(d.RebalanceTimeout)))
 	}
 	if c.ReconnectMaxBackoff > 0 && c.ReconnectMinBackoff > c.ReconnectMaxBackoff {
 		errs = append(errs, fmt.Errorf("reconnectMinBackoff %v exceeds reconnectMaxBackoff %v", time.Duration(c.ReconnectMinBackoff), time.Duration(c.ReconnectMaxBackoff)))
@@ -399,51 +390,20 @@ func (c Config) compression() (sarama.CompressionCodec, error) {
 	return sarama.CompressionNone, fmt.Errorf("compression %q: want none, gzip, snappy, lz4 or zstd", c.Compression)
 }
 
-func orDefault(d options.Duration, def time.Duration) time.Duration {
-	if d <= 0 {
-		return def
-	}
-	return time.Duration(d)
-}
-
-func (c Config) sessionTimeout() time.Duration {
-	return orDefault(c.SessionTimeout, DefaultSessionTimeout)
-}
-
-func (c Config) heartbeatInterval() time.Duration {
-	return orDefault(c.HeartbeatInterval, DefaultHeartbeatInterval)
-}
-
-func (c Config) rebalanceTimeout() time.Duration {
-	return orDefault(c.RebalanceTimeout, DefaultRebalanceTimeout)
-}
-
-func (c Config) drainTimeout() time.Duration { return orDefault(c.DrainTimeout, DefaultDrainTimeout) }
-
-func (c Config) maxEventBytes() int {
-	if c.MaxEventBytes <= 0 {
-		return DefaultMaxEventBytes
-	}
-	return c.MaxEventBytes
-}
-
-func (c Config) maxPending() int {
-	if c.MaxPending <= 0 {
-		return DefaultMaxPending
-	}
-	return c.MaxPending
-}
-
-func (c Config) clientID() string {
-	if c.ClientID == "" {
-		return DefaultClientID
-	}
-	return c.ClientID
-}
-
-func (c Config) groupPrefix() string {
-	if c.GroupPrefix == "" {
-		return DefaultGroupPrefix
-	}
-	return c.GroupPrefix
+// withDefaults returns c with every optional field that is zero set to
+// its default. New applies it once; the transport reads c's fields as
+// they are.
+func (c Config) withDefaults() Config {
+	options.Default(&c.SessionTimeout, options.Duration(DefaultSessionTimeout))
+	options.Default(&c.HeartbeatInterval, options.Duration(DefaultHeartbeatInterval))
+	options.Default(&c.RebalanceTimeout, options.Duration(DefaultRebalanceTimeout))
+	options.Default(&c.DrainTimeout, options.Duration(DefaultDrainTimeout))
+	options.Default(&c.DialTimeout, options.Duration(DefaultDialTimeout))
+	options.Default(&c.ReconnectMinBackoff, options.Duration(DefaultReconnectMinBackoff))
+	options.Default(&c.ReconnectMaxBackoff, options.Duration(DefaultReconnectMaxBackoff))
+	options.Default(&c.MaxEventBytes, DefaultMaxEventBytes)
+	options.Default(&c.MaxPending, DefaultMaxPending)
+	options.Default(&c.ClientID, DefaultClientID)
+	options.Default(&c.GroupPrefix, DefaultGroupPrefix)
+	return c
 }

@@ -73,9 +73,9 @@ func (t *Transport) planFor(subs []options.Subscription) (*plan, error) {
 	case t.cfg.GroupID != "":
 		p.groupID = t.cfg.GroupID
 	case len(clusters) == 1 && len(sources) == 0:
-		p.groupID = t.cfg.groupPrefix() + ".agent." + onlyKey(clusters)
+		p.groupID = t.cfg.GroupPrefix + ".agent." + onlyKey(clusters)
 	case len(sources) == 1 && len(clusters) == 0:
-		p.groupID = t.cfg.groupPrefix() + ".source." + onlyKey(sources)
+		p.groupID = t.cfg.GroupPrefix + ".source." + onlyKey(sources)
 	default:
 		return nil, fmt.Errorf("kafka: subscriptions name %d sources and %d clusters; a consumer group needs exactly one of either: set Config.GroupID", len(sources), len(clusters))
 	}
@@ -261,7 +261,7 @@ func (h *groupHandler) Setup(sess sarama.ConsumerGroupSession) error {
 	for topic, parts := range sess.Claims() {
 		for _, p := range parts {
 			tp := topicPartition{topic, p}
-			trackers[tp] = newTracker(sess, topic, p, h.t.cfg.maxPending())
+			trackers[tp] = newTracker(sess, topic, p, h.t.cfg.MaxPending)
 			if keepsState(h.plan.roleOf[topic]) {
 				read[tp] = true
 			}
@@ -441,7 +441,7 @@ func (h *groupHandler) Cleanup(sess sarama.ConsumerGroupSession) error {
 const drainIdle = 250 * time.Millisecond
 
 func (h *groupHandler) drain(trackers map[topicPartition]*tracker) {
-	deadline := time.NewTimer(h.t.cfg.drainTimeout())
+	deadline := time.NewTimer(time.Duration(h.t.cfg.DrainTimeout))
 	defer deadline.Stop()
 	idle := time.NewTimer(drainIdle)
 	defer idle.Stop()

@@ -133,7 +133,7 @@ func TestPlanFor(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			tr.cfg = tt.cfg
+			tr.cfg = tt.cfg.withDefaults()
 			p, err := tr.planFor(tt.subs)
 			if tt.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {

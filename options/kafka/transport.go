@@ -13,6 +13,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/IBM/sarama"
 	"github.com/cloudevents/sdk-go/protocol/kafka_sarama/v2"
@@ -149,13 +150,14 @@ func New(cfg Config, opts ...Option) (*Transport, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
+	cfg = cfg.withDefaults()
 	t := &Transport{
 		cfg:      cfg,
 		log:      klog.Background(),
-		maxBytes: cfg.maxEventBytes(),
+		maxBytes: cfg.MaxEventBytes,
 		backoff: options.Backoff{
-			Min: orDefault(cfg.ReconnectMinBackoff, DefaultReconnectMinBackoff),
-			Max: orDefault(cfg.ReconnectMaxBackoff, DefaultReconnectMaxBackoff),
+			Min: time.Duration(cfg.ReconnectMinBackoff),
+			Max: time.Duration(cfg.ReconnectMaxBackoff),
 		},
 	}
 	for _, o := range opts {
@@ -186,10 +188,10 @@ func New(cfg Config, opts ...Option) (*Transport, error) {
 func (t *Transport) saramaConfig(producer bool) (*sarama.Config, error) {
 	c := t.cfg
 	sc := sarama.NewConfig()
-	sc.ClientID = c.clientID()
+	sc.ClientID = c.ClientID
 	sc.Version, _ = c.version()
 	sc.MetricRegistry = nopRegistry{}
-	sc.Net.DialTimeout = orDefault(c.DialTimeout, DefaultDialTimeout)
+	sc.Net.DialTimeout = time.Duration(c.DialTimeout)
 	if t.tlsConfig != nil {
 		sc.Net.TLS.Enable = true
 		sc.Net.TLS.Config = t.tlsConfig
@@ -235,9 +237,9 @@ func (t *Transport) saramaConfig(producer bool) (*sarama.Config, error) {
 			sc.Consumer.Offsets.Initial = sarama.OffsetOldest
 		}
 		sc.Consumer.Offsets.AutoCommit.Enable = true
-		sc.Consumer.Group.Session.Timeout = c.sessionTimeout()
-		sc.Consumer.Group.Heartbeat.Interval = c.heartbeatInterval()
-		sc.Consumer.Group.Rebalance.Timeout = c.rebalanceTimeout()
+		sc.Consumer.Group.Session.Timeout = time.Duration(c.SessionTimeout)
+		sc.Consumer.Group.Heartbeat.Interval = time.Duration(c.HeartbeatInterval)
+		sc.Consumer.Group.Rebalance.Timeout = time.Duration(c.RebalanceTimeout)
 		sc.Consumer.Group.Rebalance.Retry.Backoff = t.backoff.Min
 	}
 	if t.tune != nil {

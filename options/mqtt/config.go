@@ -17,6 +17,7 @@ const (
 	DefaultDialTimeout         = 10 * time.Second
 	DefaultReconnectMinBackoff = 100 * time.Millisecond
 	DefaultReconnectMaxBackoff = 30 * time.Second
+	DefaultSessionExpiry       = time.Hour
 )
 
 // Config is the MQTT transport's configuration, as a config file holds it
@@ -41,7 +42,7 @@ type Config struct {
 	// of a clean start. Default: false (clean start; resync heals the gap).
 	PersistentSession bool `json:"persistentSession,omitempty"`
 	// SessionExpiry is how long the broker keeps a persistent session.
-	// Default: 1h when PersistentSession is set.
+	// Default: DefaultSessionExpiry, when PersistentSession is set.
 	SessionExpiry options.Duration `json:"sessionExpiry,omitempty"`
 	// TLS turns TLS on when any field is set; a CA alone means TLS with no
 	// client certificate.
@@ -107,11 +108,16 @@ func (c Config) layout() (options.Layout, error) {
 	return options.LayoutByName(c.Layout)
 }
 
-func orDefault(d options.Duration, def time.Duration) time.Duration {
-	if d <= 0 {
-		return def
-	}
-	return time.Duration(d)
+// withDefaults returns c with every optional field that is zero set to
+// its default. New applies it once; the transport reads c's fields as
+// they are.
+func (c Config) withDefaults() Config {
+	options.Default(&c.KeepAlive, options.Duration(DefaultKeepAlive))
+	options.Default(&c.SessionExpiry, options.Duration(DefaultSessionExpiry))
+	options.Default(&c.DialTimeout, options.Duration(DefaultDialTimeout))
+	options.Default(&c.ReconnectMinBackoff, options.Duration(DefaultReconnectMinBackoff))
+	options.Default(&c.ReconnectMaxBackoff, options.Duration(DefaultReconnectMaxBackoff))
+	return c
 }
 
 // Validate reports every problem of c at once. It reads the TLS files c
@@ -146,6 +152,14 @@ func (c Config) Validate() error {
 		}
 		if c.Will.QoS < 0 || c.Will.QoS > 2 {
 			errs = append(errs, fmt.Errorf("will qos %d: want 0, 1 or 2", c.Will.QoS))
+		}
+	}
+	for name, d := range map[string]options.Duration{
+		"dialTimeout": c.DialTimeout, "sessionExpiry": c.SessionExpiry,
+		"reconnectMinBackoff": c.ReconnectMinBackoff, "reconnectMaxBackoff": c.ReconnectMaxBackoff,
+	} {
+		if d < 0 {
+			errs = append(errs, fmt.Errorf("%s %v: want 0 (default) or more", name, time.Duration(d)))
 		}
 	}
 	if c.ReconnectMaxBackoff > 0 && c.ReconnectMinBackoff > c.ReconnectMaxBackoff {

@@ -72,13 +72,14 @@ func TestConfigValidateReportsEveryProblem(t *testing.T) {
 	qos := 3
 	err := mqtt.Config{
 		BrokerHost: "no-port", QoS: &qos, Layout: "weird", SharedGroup: "a/b",
-		Will: &mqtt.Will{Topic: "x/#"}, MaxEventBytes: -1,
+		Will: &mqtt.Will{Topic: "x/#"}, MaxEventBytes: -1, DialTimeout: -1, ReconnectMinBackoff: -1,
 		TLS: options.TLSConfig{CertFile: "only-cert.pem"},
 	}.Validate()
 	if err == nil {
 		t.Fatal("invalid config accepted")
 	}
-	for _, want := range []string{"brokerHost", "qos 3", "unknown topic layout", "sharedGroup", "will topic", "maxEventBytes", "clientCertFile and clientKeyFile"} {
+	for _, want := range []string{"brokerHost", "qos 3", "unknown topic layout", "sharedGroup", "will topic", "maxEventBytes", "clientCertFile and clientKeyFile",
+		"dialTimeout -1ns", "reconnectMinBackoff -1ns"} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error does not mention %q:\n%v", want, err)
 		}

@@ -94,14 +94,12 @@ func New(cfg Config, opts ...Option) (*Transport, error) {
 	if err != nil {
 		return nil, err
 	}
+	cfg = cfg.withDefaults()
 	t := &Transport{
-		cfg:    cfg,
-		topics: topics,
-		log:    klog.Background(),
-		backoff: options.Backoff{
-			Min: orDefault(cfg.ReconnectMinBackoff, DefaultReconnectMinBackoff),
-			Max: orDefault(cfg.ReconnectMaxBackoff, DefaultReconnectMaxBackoff),
-		},
+		cfg:     cfg,
+		topics:  topics,
+		log:     klog.Background(),
+		backoff: options.Backoff{Min: time.Duration(cfg.ReconnectMinBackoff), Max: time.Duration(cfg.ReconnectMaxBackoff)},
 	}
 	for _, o := range opts {
 		o(t)
@@ -226,7 +224,7 @@ func (t *Transport) connect(ctx context.Context) (*paho.Client, error) {
 	cli := paho.NewClient(cfg)
 	cp := &paho.Connect{
 		ClientID:   t.clientID,
-		KeepAlive:  uint16(orDefault(t.cfg.KeepAlive, DefaultKeepAlive) / time.Second),
+		KeepAlive:  uint16(time.Duration(t.cfg.KeepAlive) / time.Second),
 		CleanStart: !t.cfg.PersistentSession,
 	}
 	if t.cfg.PersistentSession || t.cfg.ReceiveMaximum > 0 {
@@ -241,7 +239,7 @@ func (t *Transport) connect(ctx context.Context) (*paho.Client, error) {
 		cp.Properties.ReceiveMaximum = &receiveMax
 	}
 	if t.cfg.PersistentSession {
-		expiry := uint32(orDefault(t.cfg.SessionExpiry, time.Hour) / time.Second)
+		expiry := uint32(time.Duration(t.cfg.SessionExpiry) / time.Second)
 		cp.Properties.SessionExpiryInterval = &expiry
 	}
 	if t.cfg.Username != "" {
@@ -321,7 +319,7 @@ func reasonString(ack *paho.Connack) string {
 }
 
 func (t *Transport) dial(ctx context.Context) (net.Conn, error) {
-	d := &net.Dialer{Timeout: orDefault(t.cfg.DialTimeout, DefaultDialTimeout)}
+	d := &net.Dialer{Timeout: time.Duration(t.cfg.DialTimeout)}
 	if t.tlsConfig != nil {
 		td := &tls.Dialer{NetDialer: d, Config: t.tlsConfig}
 		conn, err := td.DialContext(ctx, "tcp", t.cfg.BrokerHost)

@@ -134,16 +134,7 @@ type TLSConfig struct {
 }
 
 // LoadConfig reads a Config from a YAML or JSON file and validates it.
-func LoadConfig(path string) (Config, error) {
-	var c Config
-	if err := options.LoadFile(path, &c); err != nil {
-		return Config{}, err
-	}
-	if err := c.Validate(); err != nil {
-		return Config{}, fmt.Errorf("%s: %w", path, err)
-	}
-	return c, nil
-}
+func LoadConfig(path string) (Config, error) { return options.LoadConfig[Config](path) }
 
 // Validate reports every problem of c at once. It reads the TLS files c
 // names.
@@ -235,16 +226,19 @@ func (c TLSConfig) Build() (*tls.Config, error) {
 	return cfg, nil
 }
 
-func orDefault(d options.Duration, def time.Duration) time.Duration {
-	if d == 0 {
-		return def
-	}
-	return time.Duration(d)
-}
-
-func orDefaultInt(n, def int) int {
-	if n <= 0 {
-		return def
-	}
-	return n
+// withDefaults returns c with every optional field that is zero set to
+// its default (a negative AuthCacheTTL, caching off, stays). New applies it
+// once; the server reads c's fields as they are.
+func (c Config) withDefaults() Config {
+	options.Default(&c.SourceID, DefaultSourceID)
+	options.Default(&c.HeartbeatInterval, options.Duration(DefaultHeartbeatInterval))
+	options.Default(&c.QueueSize, DefaultQueueSize)
+	options.Default(&c.QueueBytes, DefaultQueueBytes)
+	options.Default(&c.QueueWait, options.Duration(DefaultQueueWait))
+	options.Default(&c.AuthCacheTTL, options.Duration(DefaultAuthCacheTTL))
+	options.Default(&c.MaxReceiveBytes, DefaultMaxReceiveBytes)
+	options.Default(&c.KeepAliveTime, options.Duration(DefaultKeepAliveTime))
+	options.Default(&c.KeepAliveTimeout, options.Duration(DefaultKeepAliveTimeout))
+	options.Default(&c.MinClientPingInterval, options.Duration(DefaultMinClientPingInterval))
+	return c
 }

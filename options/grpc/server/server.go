@@ -111,19 +111,17 @@ func New(cfg Config, opts ...Option) (*Server, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
+	cfg = cfg.withDefaults()
 	s := &Server{
 		cfg:        cfg,
 		log:        klog.Background(),
 		services:   make(map[types.DataType]*binding),
 		sourceID:   cfg.SourceID,
-		heartbeat:  orDefault(cfg.HeartbeatInterval, DefaultHeartbeatInterval),
-		queueSize:  orDefaultInt(cfg.QueueSize, DefaultQueueSize),
-		queueBytes: orDefaultInt(cfg.QueueBytes, DefaultQueueBytes),
-		queueWait:  orDefault(cfg.QueueWait, DefaultQueueWait),
+		heartbeat:  time.Duration(cfg.HeartbeatInterval),
+		queueSize:  cfg.QueueSize,
+		queueBytes: cfg.QueueBytes,
+		queueWait:  time.Duration(cfg.QueueWait),
 		reg:        newRegistry(),
-	}
-	if s.sourceID == "" {
-		s.sourceID = DefaultSourceID
 	}
 	for _, o := range opts {
 		o(s)
@@ -159,7 +157,7 @@ func New(cfg Config, opts ...Option) (*Server, error) {
 	if len(errs) > 0 {
 		return nil, fmt.Errorf("grpc server: %w", errors.Join(errs...))
 	}
-	ttl := orDefault(cfg.AuthCacheTTL, DefaultAuthCacheTTL)
+	ttl := time.Duration(cfg.AuthCacheTTL)
 	s.authnCache, s.authzCache = newTTLCache[Identity](ttl, 10000), newTTLCache[struct{}](ttl, 100000)
 	s.recheck = ttl
 	if s.recheck <= 0 { // caching off: still check open streams now and then
@@ -188,13 +186,13 @@ func (s *Server) Subscribers() int { return s.reg.len() }
 func (s *Server) serverOptions() []grpc.ServerOption {
 	cfg := s.cfg
 	opts := []grpc.ServerOption{
-		grpc.MaxRecvMsgSize(orDefaultInt(cfg.MaxReceiveBytes, DefaultMaxReceiveBytes)),
+		grpc.MaxRecvMsgSize(cfg.MaxReceiveBytes),
 		grpc.KeepaliveParams(keepalive.ServerParameters{
-			Time:    orDefault(cfg.KeepAliveTime, DefaultKeepAliveTime),
-			Timeout: orDefault(cfg.KeepAliveTimeout, DefaultKeepAliveTimeout),
+			Time:    time.Duration(cfg.KeepAliveTime),
+			Timeout: time.Duration(cfg.KeepAliveTimeout),
 		}),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{
-			MinTime:             orDefault(cfg.MinClientPingInterval, DefaultMinClientPingInterval),
+			MinTime:             time.Duration(cfg.MinClientPingInterval),
 			PermitWithoutStream: true,
 		}),
 		// Stop returns only once every handler has: nothing outlives Serve.
