@@ -89,7 +89,7 @@ func New(client versioned.Interface, informer workinformers.ManifestWorkInformer
 		codec:    codec.NewManifestBundleCodec(),
 		sourceID: sourceID,
 		log:      klog.Background(),
-		finalize: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
+		finalize: workqueue.NewTypedRateLimitingQueueWithConfig[string](newBackoffLimiter(finalizeRetry),
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: "kubeservice-finalizers"}),
 		marks: statusMarks{m: make(map[kubetypes.UID]*statusMark)},
 	}
