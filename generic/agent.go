@@ -26,13 +26,28 @@ type AgentClient[T Object] struct {
 	cfg      agentConfig
 	held     map[types.DataType]*heldIndex // fixed at construction
 	seq      sequence
-	sessions resync.Sessions[sessionKey, T, seqBlock] // sources' status resyncs
+	sessions resync.Sessions[sessionKey, T, *seqBlock] // sources' status resyncs
 }
 
 // seqBlock is the sequence IDs reserved for the statuses of one status
 // resync answer: reserved before the answer's List, so a status published
-// from a newer read outranks the answer at the source.
-type seqBlock struct{ next, end uint64 }
+// from a newer read outranks the answer at the source. The answer's
+// senders take from it at once.
+type seqBlock struct {
+	mu        sync.Mutex
+	next, end uint64
+}
+
+// take returns the block's next ID; false once it is used up.
+func (b *seqBlock) take() (uint64, bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.next >= b.end {
+		return 0, false
+	}
+	b.next++
+	return b.next - 1, true
+}
 
 // NewAgentClient returns the agent client of clusterName that sends through
 // tr, which it owns from now on (Close closes it). lister lists the
@@ -254,7 +269,7 @@ func (a *AgentClient[T]) answerResync(ctx context.Context, source string, dt typ
 		// from a newer read than this List outranks them at the source.
 		block := uint64(a.held[dt].len()) + answerSeqSlack
 		first := a.seq.reserve(block)
-		sess.State = seqBlock{next: first, end: first + block}
+		sess.State = &seqBlock{next: first, end: first + block}
 		objs, err := c.lister.List(ListOptions{Source: source, ClusterName: c.id, DataType: dt})
 		if err != nil {
 			a.sessions.Close(key, sess)
@@ -269,6 +284,7 @@ func (a *AgentClient[T]) answerResync(ctx context.Context, source string, dt typ
 	if err != nil {
 		return &dropError{reason: DropUnknownDataType, err: err}
 	}
+	var sends []func() error
 	for _, e := range req.StatusHashes {
 		// The request names every cluster's resources; only ours count.
 		obj, ok := sess.Name(e.ResourceID)
@@ -281,15 +297,15 @@ func (a *AgentClient[T]) answerResync(ctx context.Context, source string, dt typ
 		} else if h == e.StatusHash {
 			continue
 		}
-		if err := a.sendStatus(ctx, codec, obj, &sess.State); err != nil {
-			return err
-		}
-		sess.Sent++
+		sends = append(sends, func() error { return a.sendStatus(ctx, codec, obj, sess.State) })
+	}
+	if err := sess.Send(sends); err != nil {
+		return err
 	}
 	if !sess.Finish(index) {
 		return nil
 	}
-	if err := sess.AnswerUnnamed(func(obj T) error { return a.sendStatus(ctx, codec, obj, &sess.State) }); err != nil {
+	if err := sess.AnswerUnnamed(func(obj T) error { return a.sendStatus(ctx, codec, obj, sess.State) }); err != nil {
 		return err
 	}
 	a.sessions.Close(key, sess)
@@ -310,10 +326,8 @@ const answerSeqSlack = 1024
 // status is too large for the transport, is reported and skipped, so it
 // cannot hold up the others.
 func (a *AgentClient[T]) sendStatus(ctx context.Context, codec Codec[T], obj T, block *seqBlock) error {
-	seq := block.next
-	if seq < block.end {
-		block.next++
-	} else {
+	seq, ok := block.take()
+	if !ok {
 		seq = a.seq.next() // past the block: ordered by when it is sent
 	}
 	et := types.EventType{DataType: codec.DataType(), SubResource: types.SubResourceStatus, Action: types.UpdateRequest}

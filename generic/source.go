@@ -237,6 +237,7 @@ func (s *SourceClient[T]) answerResync(ctx context.Context, cluster string, dt t
 		return &dropError{reason: DropUnknownDataType, err: err}
 	}
 	kept := 0
+	var sends []func() error
 	for _, e := range req.ResourceVersions {
 		obj, ok := sess.Name(e.ResourceID)
 		v := resync.Spec(heldOf(obj, ok), ok, e, eventSource, orphans)
@@ -248,19 +249,15 @@ func (s *SourceClient[T]) answerResync(ctx context.Context, cluster string, dt t
 		}
 		switch v {
 		case resync.Send:
-			err = s.sendSpec(ctx, codec, cluster, obj, true)
+			sends = append(sends, func() error { return s.sendSpec(ctx, codec, cluster, obj, true) })
 		case resync.DeleteOrphan:
-			err = s.sendOrphanDelete(ctx, dt, cluster, e)
+			sends = append(sends, func() error { return s.sendOrphanDelete(ctx, dt, cluster, e) })
 		case resync.KeepOrphan:
 			kept++
-			continue
-		default:
-			continue
 		}
-		if err != nil {
-			return err
-		}
-		sess.Sent++
+	}
+	if err := sess.Send(sends); err != nil {
+		return err
 	}
 	if kept > 0 {
 		c.log.V(2).Info("in the orphan grace period: orphans are kept for now", "cluster", cluster, "orphans", kept)

@@ -98,20 +98,82 @@ func (s *Session[H, X]) Finish(index int) (complete bool) {
 }
 
 // AnswerUnnamed sends each held resource no batch named, which the
-// request's sender lacks, counting it in Sent. It stops at the first error
-// send returns; called again, it resumes with what was not sent.
+// request's sender lacks, Senders at a time, counting what it sent in Sent.
+// At the first error send returns it starts no more sends and returns it
+// once those under way ended; called again, it resumes with what was not
+// sent. send is called from several goroutines at once.
 func (s *Session[H, X]) AnswerUnnamed(send func(H) error) error {
-	for id, h := range s.held {
-		if _, named := s.named[id]; named {
-			continue
+	var todo []string
+	for id := range s.held {
+		if _, named := s.named[id]; !named {
+			todo = append(todo, id)
 		}
-		if err := send(h); err != nil {
-			return err
-		}
-		s.named[id] = struct{}{}
-		s.Sent++
 	}
-	return nil
+	sent, err := Parallel(todo, Senders, func(id string) error { return send(s.held[id]) })
+	for i, ok := range sent {
+		if ok {
+			s.named[todo[i]] = struct{}{}
+			s.Sent++
+		}
+	}
+	return err
+}
+
+// Send makes the sends a batch's answer needs, Senders at a time, and
+// counts those that succeeded in Sent. At the first error it starts no
+// more and returns it once those under way ended.
+func (s *Session[H, X]) Send(sends []func() error) error {
+	done, err := Parallel(sends, Senders, func(send func() error) error { return send() })
+	for _, ok := range done {
+		if ok {
+			s.Sent++
+		}
+	}
+	return err
+}
+
+// Senders is how many events of one answer are sent at once: a send waits
+// for the broker's acknowledgement, and one sender would pace an answer of
+// thousands by round trips.
+const Senders = 16
+
+// Parallel calls fn on each item, n at a time, and reports which calls
+// returned nil. At the first error it starts no more calls, and returns
+// that error once the calls under way returned.
+func Parallel[T any](items []T, n int, fn func(T) error) (done []bool, err error) {
+	done = make([]bool, len(items))
+	var (
+		wg    sync.WaitGroup
+		mu    sync.Mutex
+		first error
+	)
+	failed := func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return first != nil
+	}
+	slots := make(chan struct{}, n)
+	for i, item := range items {
+		slots <- struct{}{}
+		if failed() {
+			<-slots
+			break
+		}
+		wg.Go(func() {
+			defer func() { <-slots }()
+			if err := fn(item); err != nil {
+				mu.Lock()
+				if first == nil {
+					first = err
+				}
+				mu.Unlock()
+				return
+			}
+			done[i] = true
+		})
+	}
+	wg.Wait()
+	return done, first
 }
 
 // Sessions holds the requests being answered, one per key (a peer and a

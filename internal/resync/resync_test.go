@@ -3,6 +3,8 @@ package resync
 import (
 	"errors"
 	"slices"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -72,23 +74,24 @@ func TestSessionAssemblesBatches(t *testing.T) {
 	if !s.Finish(1) {
 		t.Fatal("not complete after both batches")
 	}
-	var first string
+	var mu sync.Mutex // the sends run at once
 	if err := s.AnswerUnnamed(func(h int) error {
-		first = map[int]string{3: "c", 4: "d"}[h] // the send of this one fails: not counted
-		return errors.New("broker gone")
+		return errors.New("broker gone") // not counted
 	}); err == nil {
 		t.Fatal("a failed send did not end the answer")
 	}
 	var rest []string
 	if err := s.AnswerUnnamed(func(h int) error {
+		mu.Lock()
+		defer mu.Unlock()
 		rest = append(rest, map[int]string{3: "c", 4: "d"}[h])
 		return nil
 	}); err != nil {
 		t.Fatal(err)
 	}
 	slices.Sort(rest)
-	if !slices.Equal(rest, []string{"c", "d"}) || (first != "c" && first != "d") || s.Sent != 2 {
-		t.Errorf("unnamed: first try %q, then %v (%d sent); want c and d, 2 sent", first, rest, s.Sent)
+	if !slices.Equal(rest, []string{"c", "d"}) || s.Sent != 2 {
+		t.Errorf("unnamed after a failed answer: %v (%d sent); want c and d, 2 sent", rest, s.Sent)
 	}
 	n := 0
 	_ = s.AnswerUnnamed(func(int) error { n++; return nil })
@@ -104,5 +107,34 @@ func TestSessionAssemblesBatches(t *testing.T) {
 	ss.Open("c2", "req3", 1, time.Minute, now.Add(2*time.Minute))
 	if _, fresh := ss.Open("c1", "req2", 1, time.Minute, now.Add(2*time.Minute)); !fresh {
 		t.Error("a session past its TTL was not swept")
+	}
+}
+
+// Parallel stops starting calls at the first error, and never runs more
+// than n at once.
+func TestParallel(t *testing.T) {
+	var calls []int
+	done, err := Parallel([]int{1, 2, 3}, 1, func(i int) error {
+		calls = append(calls, i) // n = 1: one call at a time
+		if i == 2 {
+			return errors.New("two")
+		}
+		return nil
+	})
+	if err == nil || !slices.Equal(done, []bool{true, false, false}) || !slices.Equal(calls, []int{1, 2}) {
+		t.Errorf("Parallel = %v, %v after calls %v; want the error of 2, only 1 done, 3 never called", done, err, calls)
+	}
+
+	var running, most atomic.Int32
+	items := make([]int, 200)
+	done, err = Parallel(items, 4, func(int) error {
+		n := running.Add(1)
+		defer running.Add(-1)
+		for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
+		}
+		return nil
+	})
+	if err != nil || slices.Contains(done, false) || most.Load() > 4 {
+		t.Errorf("Parallel of 200 by 4: %v, all done %v, at most %d at once", err, !slices.Contains(done, false), most.Load())
 	}
 }

@@ -250,6 +250,7 @@ func (w *agentWork) answerSpecResync(ctx context.Context, b *binding, batch *clo
 	}
 	route := options.Route{Role: options.RoleSpec, Source: w.s.sourceID, Cluster: w.sub.cluster}
 	kept := 0
+	var sends []func() error
 	for _, e := range req.ResourceVersions {
 		evt, ok := sess.Name(e.ResourceID)
 		held, err := heldOf(evt, ok)
@@ -270,10 +271,10 @@ func (w *agentWork) answerSpecResync(ctx context.Context, b *binding, batch *clo
 		default:
 			continue
 		}
-		if w.send(ctx, route, b, evt) != nil {
-			return
-		}
-		sess.Sent++
+		sends = append(sends, func() error { return w.send(ctx, route, b, evt) })
+	}
+	if sess.Send(sends) != nil {
+		return
 	}
 	if kept > 0 {
 		log.V(2).Info("in the orphan grace period: orphans are kept for now", "orphans", kept)
