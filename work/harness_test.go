@@ -43,7 +43,7 @@ func quiet() []generic.Option {
 }
 
 // startHolder builds and starts a holder and closes it when the test ends.
-func startHolder(t *testing.T, b *work.ClientHolderBuilder) *work.ClientHolder {
+func startHolder(t testing.TB, b *work.ClientHolderBuilder) *work.ClientHolder {
 	t.Helper()
 	h, err := b.WithLogger(logr.Discard()).NewClientHolder()
 	if err != nil {
@@ -58,7 +58,7 @@ func startHolder(t *testing.T, b *work.ClientHolderBuilder) *work.ClientHolder {
 	return h
 }
 
-func closeHolder(t *testing.T, h *work.ClientHolder) {
+func closeHolder(t testing.TB, h *work.ClientHolder) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	if err := h.Close(ctx); err != nil {
@@ -82,7 +82,7 @@ func agentBuilder(cfg any, cluster string) *work.ClientHolderBuilder {
 	return work.NewClientHolderBuilder(cfg).WithClusterName(cluster).WithAgentOptions(opts...)
 }
 
-func eventually(t *testing.T, what string, cond func() bool) {
+func eventually(t testing.TB, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(20 * time.Second)
 	for !cond() {

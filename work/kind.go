@@ -31,6 +31,7 @@ func manifestWorkKind() *engine.Kind[*workv1.ManifestWork] {
 		New:        func() *workv1.ManifestWork { return &workv1.ManifestWork{} },
 		Copy:       (*workv1.ManifestWork).DeepCopy,
 		Share:      shareManifests,
+		Shallow:    func(w *workv1.ManifestWork) *workv1.ManifestWork { c := *w; return &c },
 		SameSpec:   func(a, b *workv1.ManifestWork) bool { return sameSpec(&a.Spec, &b.Spec) },
 		SetSpec:    func(dst, src *workv1.ManifestWork) { dst.Spec = src.Spec },
 		SameStatus: func(a, b *workv1.ManifestWork) bool { return equality.Semantic.DeepEqual(a.Status, b.Status) },

@@ -170,7 +170,8 @@ func (a *agent[T]) update(ctx context.Context, namespace string, in T, opts meta
 
 // nextStatus is an update of cur's status from in; nothing else changes, so
 // a status written from an old read never undoes a deletion that came in
-// meanwhile.
+// meanwhile. cur may be the stored object: the new version is a shallow
+// copy of it that shares all but the status.
 func (a *agent[T]) nextStatus(cur, in T, _ string) (T, error) {
 	if err := a.kind.checkPreconditions(cur, string(in.GetUID()), in.GetResourceVersion()); err != nil {
 		return cur, err
@@ -178,8 +179,13 @@ func (a *agent[T]) nextStatus(cur, in T, _ string) (T, error) {
 	if a.kind.SameStatus(cur, in) {
 		return cur, store.ErrNoChange
 	}
-	a.kind.SetStatus(cur, a.kind.Share(in)) // in stays the caller's
-	return cur, nil
+	// in stays the caller's: the new version takes a deep copy of its
+	// status alone.
+	status := a.kind.New()
+	a.kind.SetStatus(status, in)
+	next := a.kind.Shallow(cur)
+	a.kind.SetStatus(next, a.kind.Copy(status))
+	return next, nil
 }
 
 func (a *agent[T]) updateStatus(ctx context.Context, namespace string, in T, opts metav1.UpdateOptions) (T, error) {
@@ -217,11 +223,21 @@ func (a *agent[T]) write(ctx context.Context, namespace string, in T, dryRun boo
 	}
 	var changed T
 	var didChange bool
-	out, err := a.st.Update(namespace, in.GetName(), func(cur T) (T, error) {
+	write := func(cur T) (T, error) {
 		n, err := next(cur, in, manager)
 		changed, didChange = n, err == nil
 		return n, err
-	})
+	}
+	var out T
+	var err error
+	if status {
+		// A status write changes one part: no deep copy of the rest.
+		if out, err = a.st.Replace(namespace, in.GetName(), write); err == nil {
+			out = a.kind.Copy(out) // the caller's
+		}
+	} else {
+		out, err = a.st.Update(namespace, in.GetName(), write)
+	}
 	if err != nil {
 		return zero, err
 	}

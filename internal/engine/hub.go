@@ -336,12 +336,14 @@ func (h *hub[T]) onStatus(_ context.Context, _ types.EventType, status T) error 
 	if h.kind.SameStatus(cur, status) {
 		return nil
 	}
-	err := h.st.Modify(cur.GetNamespace(), cur.GetName(), func(c T) (T, error) {
+	// The new version shares all but its status with the stored one.
+	_, err := h.st.Replace(cur.GetNamespace(), cur.GetName(), func(c T) (T, error) {
 		if c.GetUID() != status.GetUID() || (c.GetResourceVersion() != cur.GetResourceVersion() && h.kind.SameStatus(c, status)) {
 			return c, store.ErrNoChange
 		}
-		h.kind.SetStatus(c, status)
-		return c, nil
+		next := h.kind.Shallow(c)
+		h.kind.SetStatus(next, status) // status is the decoded event's: ours
+		return next, nil
 	})
 	if apierrors.IsNotFound(err) {
 		return nil

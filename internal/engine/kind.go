@@ -32,8 +32,10 @@ type Kind[T Object] struct {
 	// New returns an empty T.
 	New func() T
 	// Copy deep copies; Share copies for a writer to change, and may share
-	// with the original what nobody changes in place (large byte slices).
-	Copy, Share func(T) T
+	// with the original what nobody changes in place (large byte slices);
+	// Shallow copies the struct alone, for a new version of a stored object
+	// that replaces one part and shares the rest.
+	Copy, Share, Shallow func(T) T
 	// SameSpec and SetSpec compare and assign the spec: what a source sets
 	// and its agents get — every field but the type and object metadata and
 	// the status. SetSpec shares src's with dst.
@@ -89,6 +91,11 @@ func KindOf[T Object](gvk schema.GroupVersionKind, resource string) (Kind[T], er
 		Resource: schema.GroupResource{Group: gvk.Group, Resource: resource},
 		New:      func() T { return reflect.New(elem).Interface().(T) },
 		Copy:     func(obj T) T { return obj.DeepCopyObject().(T) },
+		Shallow: func(obj T) T {
+			c := reflect.New(elem)
+			c.Elem().Set(reflect.ValueOf(obj).Elem())
+			return c.Interface().(T)
+		},
 		SameSpec: func(a, b T) bool {
 			va, vb := reflect.ValueOf(a).Elem(), reflect.ValueOf(b).Elem()
 			for _, i := range spec {

@@ -325,6 +325,28 @@ func (s *Store[T]) Modify(namespace, name string, fn func(cur T) (T, error)) err
 	return err
 }
 
+// Replace is Update without the copy: fn gets the stored object itself,
+// which it must not change, and returns a new object — a shallow copy with
+// a field replaced, say, sharing the rest with the stored one, which is
+// immutable too. It costs no deep copy: for writes that change one part of
+// an object. It returns the stored result, which the caller must not
+// change either.
+func (s *Store[T]) Replace(namespace, name string, fn func(cur T) (T, error)) (T, error) {
+	var zero T
+	s.mu.Lock()
+	cur, ok := s.get(namespace, name)
+	if !ok {
+		s.mu.Unlock()
+		return zero, apierrors.NewNotFound(s.gr, name)
+	}
+	defer s.mu.Unlock()
+	next, err := fn(cur)
+	if err == nil && any(next) == any(cur) {
+		return zero, apierrors.NewInternalError(fmt.Errorf("%s %q: a Replace function returned the stored object; it returns a new one", s.gr, name))
+	}
+	return s.write(cur, name, namespace, next, err)
+}
+
 func (s *Store[T]) update(namespace, name string, fn func(cur T) (T, error)) (T, error) {
 	var zero T
 	cur, mine, ok := s.lockWithCopy(namespace, name)
@@ -333,6 +355,13 @@ func (s *Store[T]) update(namespace, name string, fn func(cur T) (T, error)) (T,
 	}
 	defer s.mu.Unlock()
 	next, err := fn(mine)
+	return s.write(cur, name, namespace, next, err)
+}
+
+// write stores next in place of cur, unless err says otherwise. The caller
+// holds s.mu for writing.
+func (s *Store[T]) write(cur T, name, namespace string, next T, err error) (T, error) {
+	var zero T
 	if errors.Is(err, ErrNoChange) {
 		return cur, nil
 	}
