@@ -171,26 +171,41 @@ func (s *subscriber) offer(q queued) bool {
 	}
 }
 
-// offerWithin queues q, waiting up to wait for room by count: the
-// backpressure statuses get (see registry.routeStatus). A subscriber still
-// full after wait fell behind and is dropped, as is one past its bytes
-// bound. It returns ctx's error if the publisher gives up first; q is then
-// not queued.
+// offerWithin queues q, waiting up to wait for room by bytes and by
+// count: the backpressure agents' publishes to sources get (see
+// registry.routeToSources). A
+// subscriber still full after wait fell behind and is dropped. Bytes are
+// reserved before the wait for a slot, so a fleet's publishers waiting at
+// once for one source wait for its bytes too, instead of dropping it. It
+// returns ctx's error if the publisher gives up first; q is then not
+// queued.
 func (s *subscriber) offerWithin(ctx context.Context, q queued, wait time.Duration) (bool, error) {
 	if s.dropped.Load() {
 		return false, nil
 	}
-	if !s.reserve(q.size) {
-		s.drop(fmt.Sprintf("more than %d bytes queued", s.maxBytes))
-		return false, nil
-	}
-	select {
-	case s.queue <- q:
-		return true, nil
-	default:
+	reserved := s.reserve(q.size)
+	if reserved {
+		select {
+		case s.queue <- q:
+			return true, nil
+		default:
+		}
 	}
 	timer := time.NewTimer(wait)
 	defer timer.Stop()
+	for !reserved {
+		select {
+		case <-s.room:
+			reserved = s.reserve(q.size)
+		case <-timer.C:
+			s.drop(fmt.Sprintf("more than %d bytes queued for %v", s.maxBytes, wait))
+			return false, nil
+		case <-s.gone:
+			return false, nil
+		case <-ctx.Done():
+			return false, ctx.Err()
+		}
+	}
 	select {
 	case s.queue <- q:
 		return true, nil
@@ -315,17 +330,23 @@ func removeFrom(m map[string]map[*subscriber]struct{}, key string, s *subscriber
 	}
 }
 
-// routeStatus routes a status to its source's subscribers, waiting up to
-// wait for room in each (offerWithin). Every agent of a fleet publishes to
-// one source, so a source that falls behind for a moment is the rule, not a
+// routeToSources routes what agents send sources — a status to its
+// source's subscribers, a spec resync request to every source's — waiting
+// up to wait for room in each (offerWithin). A whole fleet publishes to one
+// source, so a source that falls behind for a moment is the rule, not a
 // fault: its agents' publishes wait rather than the source being dropped
-// and resyncing the whole fleet, which would only add to the load. The
-// wait holds no lock. It returns how many subscribers it reached, or ctx's
-// error if the publisher gave up waiting.
-func (r *registry) routeStatus(ctx context.Context, route options.Route, q queued, wait time.Duration) (int, error) {
+// and resyncing the whole fleet, which would only add to the load (and a
+// resync request that found the queue full of the answer to that resync
+// would drop the source again). The wait holds no lock. It returns how many
+// subscribers it reached, or ctx's error if the publisher gave up waiting.
+func (r *registry) routeToSources(ctx context.Context, route options.Route, q queued, wait time.Duration) (int, error) {
 	r.mu.RLock()
-	targets := make([]*subscriber, 0, len(r.bySource[route.Source]))
-	for s := range r.bySource[route.Source] {
+	set := r.sources
+	if route.Role == options.RoleStatus {
+		set = r.bySource[route.Source]
+	}
+	targets := make([]*subscriber, 0, len(set))
+	for s := range set {
 		if s.wants(q) {
 			targets = append(targets, s)
 		}

@@ -62,12 +62,13 @@ type Config struct {
 	// QueueSize bounds the events waiting for one subscriber. A subscriber
 	// whose queue is full has fallen behind: its stream ends with
 	// ResourceExhausted, and it resubscribes and resyncs, while the others
-	// go on unaffected — except that a status, published to one source by
-	// one of many agents, first waits up to QueueWait for room (see
-	// QueueWait). Default: DefaultQueueSize.
+	// go on unaffected — except that what agents publish to sources (a
+	// status, a spec resync request) first waits up to QueueWait for room
+	// (see QueueWait). Default: DefaultQueueSize.
 	QueueSize int `json:"queueSize,omitempty"`
-	// QueueWait is how long a Publish of a status waits for room in the
-	// full queue of its source before the source counts as fallen behind.
+	// QueueWait is how long a Publish of a status (or of a spec resync
+	// request) waits for room in the full queue of its source (of each
+	// source) before the source counts as fallen behind.
 	// A whole fleet publishes to one source, which may well fall behind for
 	// a moment; waiting slows its agents down to its pace, where dropping
 	// it would make it resync the fleet. Other events never wait: a spec
@@ -77,7 +78,9 @@ type Config struct {
 	// QueueBytes bounds the bytes of the events waiting for one subscriber
 	// (their encoded size), so that large events cannot exhaust memory
 	// before QueueSize is reached: the subscriber overflowing either bound
-	// is dropped alike. One event larger than QueueBytes still reaches a
+	// is dropped alike — a status first waits up to QueueWait for room by
+	// either, as many agents' statuses wait for one source at once, each
+	// with its bytes counted. One event larger than QueueBytes still reaches a
 	// subscriber whose queue is empty. The bound is per subscriber: the
 	// server's worst case is the number of subscribers times QueueBytes.
 	// Default: DefaultQueueBytes.

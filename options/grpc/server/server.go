@@ -323,8 +323,8 @@ func (in *instance) Publish(ctx context.Context, req *protocol.PublishRequest) (
 	}
 	q := newQueued(route.Cluster, pbe, dt)
 	var n int
-	if route.Role == options.RoleStatus {
-		if n, err = s.reg.routeStatus(ctx, route, q, s.queueWait); err != nil {
+	if route.Role == options.RoleStatus || route.Role == options.RoleSpecResync {
+		if n, err = s.reg.routeToSources(ctx, route, q, s.queueWait); err != nil {
 			return nil, status.FromContextError(err).Err()
 		}
 	} else {

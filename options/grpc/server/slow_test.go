@@ -76,11 +76,22 @@ func TestASlowSubscriberIsDroppedWithoutBlockingOthers(t *testing.T) {
 	t.Logf("%d sends took %v while a subscriber was stuck", n, sendTime)
 }
 
-// Statuses from a fleet go to one source: a source whose queue is full
-// makes the agents' publishes wait for room instead of being dropped, and
-// receives every status once it reads again.
+// Statuses and spec resync requests from a fleet go to its source: a
+// source whose queue is full — by count, or by bytes with more publishers
+// waiting than its bytes bound holds — makes the agents' publishes wait for
+// room instead of being dropped, and receives everything once it reads
+// again.
 func TestStatusesWaitForASourceThatFellBehind(t *testing.T) {
-	srv := grpctest.NewServerWithConfig(t, server.Config{QueueSize: 10, QueueWait: options.Duration(time.Minute)})
+	for name, cfg := range map[string]server.Config{
+		"by count": {QueueSize: 10, QueueWait: options.Duration(time.Minute)},
+		"by bytes": {QueueSize: 10, QueueBytes: 16 << 10, QueueWait: options.Duration(time.Minute)},
+	} {
+		t.Run(name, func(t *testing.T) { statusesWaitForASourceThatFellBehind(t, cfg) })
+	}
+}
+
+func statusesWaitForASourceThatFellBehind(t *testing.T, cfg server.Config) {
+	srv := grpctest.NewServerWithConfig(t, cfg)
 	slow := &stuckReceiver{Recorder: transporttest.NewRecorder(), gate: make(chan struct{})}
 	t.Cleanup(slow.open)
 	source := newTransport(t, srv.Config())
@@ -125,13 +136,21 @@ func TestStatusesWaitForASourceThatFellBehind(t *testing.T) {
 		}
 	}
 	t.Logf("publishers held up after %d of %d statuses", last, n)
+	// An agent's spec resync request meets the full queue too (as the
+	// answer to a status resync fills it): it waits as well.
+	wg.Go(func() {
+		evt := event("resync", "spec.resync_request", map[string]string{types.ExtClusterName: "cluster1"})
+		if err := send(agent, options.Route{Role: options.RoleSpecResync, Cluster: "cluster1"}, evt); err != nil {
+			errs <- err
+		}
+	})
 	slow.open()
 	wg.Wait()
 	close(errs)
 	for err := range errs {
-		t.Errorf("a status publish failed: %v", err)
+		t.Errorf("a publish failed: %v", err)
 	}
-	slow.Wait(t, "every status at the source", 20*time.Second, func() bool { return len(slow.Deliveries()) == n })
+	slow.Wait(t, "every status and the resync request at the source", 20*time.Second, func() bool { return len(slow.Deliveries()) == n+1 })
 	if c := slow.Connects(); c != 1 {
 		t.Errorf("the source connected %d times, want 1: it was dropped", c)
 	}
