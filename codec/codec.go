@@ -272,21 +272,11 @@ func (p *payloads) decode(evt *cloudevents.Event) (*workv1.ManifestWork, error) 
 }
 
 func (p *payloads) decodeEvent(evt *cloudevents.Event) (*workv1.ManifestWork, error) {
-	t, err := types.ParseEventType(evt.Type())
+	h, err := readHeader(evt, p.dataType)
 	if err != nil {
 		return nil, err
 	}
-	if err := checkType(p.dataType, t); err != nil {
-		return nil, err
-	}
-	id, err := types.RequiredString(evt, types.ExtResourceID)
-	if err != nil {
-		return nil, err
-	}
-	cluster, _, err := types.StringExtension(evt, types.ExtClusterName)
-	if err != nil {
-		return nil, err
-	}
+	t, id, cluster := h.t, h.id, h.cluster
 	work := &workv1.ManifestWork{
 		TypeMeta:   metav1.TypeMeta{Kind: workKind, APIVersion: workAPIVersion},
 		ObjectMeta: metav1.ObjectMeta{UID: kubetypes.UID(id), Namespace: cluster},
@@ -339,23 +329,9 @@ func (p *payloads) decodeEvent(evt *cloudevents.Event) (*workv1.ManifestWork, er
 	if work.Name == "" {
 		work.Name = id
 	}
-	if work.Annotations == nil {
-		work.Annotations = make(map[string]string, 1)
-	}
-	work.Annotations[OriginalSourceAnnotation] = source
-
-	ts, ok, err := types.TimeExtension(evt, types.ExtDeletionTimestamp)
-	switch {
-	case err != nil:
+	work.Annotations = withSource(work.Annotations, source)
+	if work.DeletionTimestamp, err = deletionTimestamp(evt, t, work.DeletionTimestamp); err != nil {
 		return nil, err
-	case ok:
-		work.DeletionTimestamp = &metav1.Time{Time: ts}
-	case work.DeletionTimestamp == nil && t.Action == types.DeleteRequest:
-		now := evt.Time()
-		if now.IsZero() {
-			now = time.Now()
-		}
-		work.DeletionTimestamp = &metav1.Time{Time: now.UTC()}
 	}
 
 	if len(data) == 0 {

@@ -188,27 +188,17 @@ func (c *ObjectCodec[T]) decode(evt *cloudevents.Event) (T, error) {
 	if evt.Context == nil || reflect.ValueOf(evt.Context).IsNil() {
 		return zero, errors.New("event has no context")
 	}
-	t, err := types.ParseEventType(evt.Type())
+	h, err := readHeader(evt, c.dataType)
 	if err != nil {
 		return zero, err
 	}
-	if err := checkType(c.dataType, t); err != nil {
-		return zero, err
-	}
-	id, err := types.RequiredString(evt, types.ExtResourceID)
-	if err != nil {
-		return zero, err
-	}
+	t, id, cluster := h.t, h.id, h.cluster
 	version, err := types.RequiredInt64(evt, types.ExtResourceVersion)
 	if err != nil {
 		return zero, err
 	}
 	if version < 0 {
 		return zero, atField("extension \"resourceversion\"", fmt.Errorf("%d is negative", version))
-	}
-	cluster, _, err := types.StringExtension(evt, types.ExtClusterName)
-	if err != nil {
-		return zero, err
 	}
 	obj := c.newT()
 	data := bytes.TrimSpace(evt.Data())
@@ -240,24 +230,11 @@ func (c *ObjectCodec[T]) decode(evt *cloudevents.Event) (T, error) {
 	if source == "" {
 		return zero, atField("source", errors.New("empty (it is recorded as the object's original source)"))
 	}
-	annotations := obj.GetAnnotations()
-	if annotations == nil {
-		annotations = make(map[string]string, 1)
-	}
-	annotations[OriginalSourceAnnotation] = source
-	obj.SetAnnotations(annotations)
-	ts, ok, err := types.TimeExtension(evt, types.ExtDeletionTimestamp)
-	switch {
-	case err != nil:
+	obj.SetAnnotations(withSource(obj.GetAnnotations(), source))
+	ts, err := deletionTimestamp(evt, t, obj.GetDeletionTimestamp())
+	if err != nil {
 		return zero, err
-	case ok:
-		obj.SetDeletionTimestamp(&metav1.Time{Time: ts})
-	case obj.GetDeletionTimestamp() == nil && t.Action == types.DeleteRequest:
-		now := evt.Time()
-		if now.IsZero() {
-			now = time.Now()
-		}
-		obj.SetDeletionTimestamp(&metav1.Time{Time: now.UTC()})
 	}
+	obj.SetDeletionTimestamp(ts)
 	return obj, nil
 }

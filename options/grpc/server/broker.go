@@ -173,12 +173,11 @@ func (s *subscriber) offer(q queued) bool {
 
 // offerWithin queues q, waiting up to wait for room by bytes and by
 // count: the backpressure agents' publishes to sources get (see
-// registry.routeToSources). A
-// subscriber still full after wait fell behind and is dropped. Bytes are
-// reserved before the wait for a slot, so a fleet's publishers waiting at
-// once for one source wait for its bytes too, instead of dropping it. It
-// returns ctx's error if the publisher gives up first; q is then not
-// queued.
+// registry.routeToSources). A subscriber still full after wait fell behind
+// and is dropped. Bytes are reserved before the wait for a slot, so a
+// fleet's publishers waiting at once for one source wait for its bytes
+// too, instead of dropping it. It returns ctx's error if the publisher
+// gives up first; q is then not queued.
 func (s *subscriber) offerWithin(ctx context.Context, q queued, wait time.Duration) (bool, error) {
 	if s.dropped.Load() {
 		return false, nil
