@@ -5,13 +5,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"math"
 	"strconv"
-	"time"
 
 	cloudevents "github.com/cloudevents/sdk-go/v2"
 	"github.com/cloudevents/sdk-go/v2/event"
-	"github.com/google/uuid"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	kubetypes "k8s.io/apimachinery/pkg/types"
 	workv1 "open-cluster-management.io/api/work/v1"
@@ -159,43 +156,13 @@ func (p *payloads) encode(source string, t types.EventType, work *workv1.Manifes
 }
 
 func (p *payloads) encodeEvent(source string, t types.EventType, work *workv1.ManifestWork) (*cloudevents.Event, error) {
-	if err := checkType(p.dataType, t); err != nil {
-		return nil, err
-	}
-	if t.SubResource == types.SubResourceStatus && t.Action != types.UpdateRequest {
-		return nil, fmt.Errorf("%w: status events are %s, not %s", ErrUnsupportedType, types.UpdateRequest, t.Action)
-	}
-	if t.Action == types.ResyncResponse {
-		return nil, fmt.Errorf("%w: %s is decoded from OCM peers, never sent (answers are create, update and delete requests)", ErrUnsupportedType, t.Action)
-	}
 	if work == nil {
 		return nil, errors.New("work is nil")
 	}
-	if source == "" {
-		return nil, errors.New("source is empty")
-	}
-	if work.UID == "" {
-		return nil, atField("metadata.uid", errors.New("empty (it is the resourceid extension)"))
-	}
-	if work.Namespace == "" {
-		return nil, atField("metadata.namespace", errors.New("empty (it is the clustername extension)"))
-	}
-	if work.Generation < 0 || work.Generation > math.MaxInt32 {
-		return nil, atField("metadata.generation", fmt.Errorf("%d does not fit the resourceversion extension (CloudEvents integers are 32 bits)", work.Generation))
-	}
-
-	t.DataType = p.dataType // always emit the plural
-	evt := cloudevents.NewEvent()
-	evt.SetID(uuid.NewString())
-	evt.SetSource(source)
-	evt.SetType(t.String())
-	evt.SetTime(time.Now())
-	evt.SetDataContentType(cloudevents.ApplicationJSON)
-	evt.SetExtension(types.ExtResourceID, string(work.UID))
-	if err := types.SetInt32Extension(&evt, types.ExtResourceVersion, work.Generation); err != nil {
+	evt, err := newEvent(p.dataType, source, t, work)
+	if err != nil {
 		return nil, err
 	}
-	evt.SetExtension(types.ExtClusterName, work.Namespace)
 
 	// The metadata extension: on spec events what the agent must see of the
 	// work's ObjectMeta; on status events the work's name (OCM sources log
@@ -219,32 +186,19 @@ func (p *payloads) encodeEvent(source string, t types.EventType, work *workv1.Ma
 	evt.SetExtension(types.ExtMetadata, string(metaJSON))
 
 	var data []byte
-	switch t.SubResource {
-	case types.SubResourceSpec:
-		switch {
-		case work.DeletionTimestamp != nil:
-			types.SetTimeExtension(&evt, types.ExtDeletionTimestamp, work.DeletionTimestamp.Time)
-		case t.Action == types.DeleteRequest:
-			// A delete_request always says when (docs/protocol.md, "Deletion").
-			types.SetTimeExtension(&evt, types.ExtDeletionTimestamp, time.Now())
-		}
-		if t.Action == types.DeleteRequest {
-			return &evt, nil // delete_requests carry no data
-		}
-		data, err = p.encodeSpec(work)
-	case types.SubResourceStatus:
-		src := work.Annotations[OriginalSourceAnnotation]
-		if src == "" {
-			return nil, ErrNoOriginalSource
-		}
-		evt.SetExtension(types.ExtOriginalSource, src)
+	switch {
+	case t.SubResource == types.SubResourceStatus:
 		data, err = p.encodeStatus(work)
+	case t.Action == types.DeleteRequest:
+		return evt, nil // delete_requests carry no data
+	default:
+		data, err = p.encodeSpec(work)
 	}
 	if err != nil {
 		return nil, err
 	}
 	evt.DataEncoded = data
-	return &evt, nil
+	return evt, nil
 }
 
 // decode returns the work evt carries; p reads the data.

@@ -16,9 +16,9 @@ var (
 	// status event whose action is not update_request (Encode only).
 	ErrUnsupportedType = errors.New("event type not handled by this codec")
 	// ErrNoOriginalSource means Encode was asked for the status of a work
-	// without the OriginalSourceAnnotation: a work that did not come from a
-	// source through Decode.
-	ErrNoOriginalSource = errors.New("work has no " + OriginalSourceAnnotation + " annotation: it did not come from a source")
+	// (or object) without the OriginalSourceAnnotation: one that did not
+	// come from a source through Decode.
+	ErrNoOriginalSource = errors.New("no " + OriginalSourceAnnotation + " annotation: it did not come from a source")
 )
 
 // Error is the error Encode and Decode return for a work or an event they

@@ -1,13 +1,76 @@
 package codec
 
 import (
+	"errors"
+	"fmt"
+	"math"
 	"time"
 
 	cloudevents "github.com/cloudevents/sdk-go/v2"
+	"github.com/google/uuid"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/workwire/sdk-go/generic/types"
 )
+
+// newEvent checks what every codec checks before it encodes obj as an
+// event of type t, and returns the event without its data: its attributes,
+// and the extensions resourceid, resourceversion and clustername, on a
+// spec deletiontimestamp, on a status originalsource (from
+// OriginalSourceAnnotation). obj must not be nil.
+func newEvent(dt types.DataType, source string, t types.EventType, obj metav1.Object) (*cloudevents.Event, error) {
+	if err := checkType(dt, t); err != nil {
+		return nil, err
+	}
+	if t.SubResource == types.SubResourceStatus && t.Action != types.UpdateRequest {
+		return nil, fmt.Errorf("%w: status events are %s, not %s", ErrUnsupportedType, types.UpdateRequest, t.Action)
+	}
+	if t.Action == types.ResyncResponse {
+		return nil, fmt.Errorf("%w: %s is decoded from OCM peers, never sent (answers are create, update and delete requests)", ErrUnsupportedType, t.Action)
+	}
+	if source == "" {
+		return nil, errors.New("source is empty")
+	}
+	if obj.GetUID() == "" {
+		return nil, atField("metadata.uid", errors.New("empty (it is the resourceid extension)"))
+	}
+	if obj.GetNamespace() == "" {
+		return nil, atField("metadata.namespace", errors.New("empty (it is the clustername extension)"))
+	}
+	if g := obj.GetGeneration(); g < 0 || g > math.MaxInt32 {
+		return nil, atField("metadata.generation", fmt.Errorf("%d does not fit the resourceversion extension (CloudEvents integers are 32 bits)", g))
+	}
+
+	t.DataType = dt // always emit the plural
+	evt := cloudevents.NewEvent()
+	evt.SetID(uuid.NewString())
+	evt.SetSource(source)
+	evt.SetType(t.String())
+	evt.SetTime(time.Now())
+	evt.SetDataContentType(cloudevents.ApplicationJSON)
+	evt.SetExtension(types.ExtResourceID, string(obj.GetUID()))
+	if err := types.SetInt32Extension(&evt, types.ExtResourceVersion, obj.GetGeneration()); err != nil {
+		return nil, err
+	}
+	evt.SetExtension(types.ExtClusterName, obj.GetNamespace())
+	switch t.SubResource {
+	case types.SubResourceSpec:
+		switch ts := obj.GetDeletionTimestamp(); {
+		case ts != nil:
+			types.SetTimeExtension(&evt, types.ExtDeletionTimestamp, ts.Time)
+		case t.Action == types.DeleteRequest:
+			// A delete_request always says when (docs/protocol.md, "Deletion").
+			types.SetTimeExtension(&evt, types.ExtDeletionTimestamp, time.Now())
+		}
+	case types.SubResourceStatus:
+		src := obj.GetAnnotations()[OriginalSourceAnnotation]
+		if src == "" {
+			return nil, ErrNoOriginalSource
+		}
+		evt.SetExtension(types.ExtOriginalSource, src)
+	}
+	return &evt, nil
+}
 
 // header is what every codec reads first of an event: its type, checked
 // against the codec's data type, and the identity extensions.

@@ -5,14 +5,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"math"
 	"reflect"
 	"strconv"
 	"strings"
-	"time"
 
 	cloudevents "github.com/cloudevents/sdk-go/v2"
-	"github.com/google/uuid"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -90,71 +87,24 @@ func (c *ObjectCodec[T]) Encode(source string, t types.EventType, obj T) (*cloud
 }
 
 func (c *ObjectCodec[T]) encode(source string, t types.EventType, obj T) (*cloudevents.Event, error) {
-	if err := checkType(c.dataType, t); err != nil {
-		return nil, err
-	}
-	if t.SubResource == types.SubResourceStatus && t.Action != types.UpdateRequest {
-		return nil, fmt.Errorf("%w: status events are %s, not %s", ErrUnsupportedType, types.UpdateRequest, t.Action)
-	}
-	if t.Action == types.ResyncResponse {
-		return nil, fmt.Errorf("%w: %s is decoded from OCM peers, never sent (answers are create, update and delete requests)", ErrUnsupportedType, t.Action)
-	}
 	if any(obj) == nil || reflect.ValueOf(obj).IsNil() {
 		return nil, errors.New("object is nil")
 	}
-	if source == "" {
-		return nil, errors.New("source is empty")
-	}
-	if obj.GetUID() == "" {
-		return nil, atField("metadata.uid", errors.New("empty (it is the resourceid extension)"))
-	}
-	if obj.GetNamespace() == "" {
-		return nil, atField("metadata.namespace", errors.New("empty (it is the clustername extension)"))
-	}
-	if g := obj.GetGeneration(); g < 0 || g > math.MaxInt32 {
-		return nil, atField("metadata.generation", fmt.Errorf("%d does not fit the resourceversion extension (CloudEvents integers are 32 bits)", g))
-	}
-	t.DataType = c.dataType
-	evt := cloudevents.NewEvent()
-	evt.SetID(uuid.NewString())
-	evt.SetSource(source)
-	evt.SetType(t.String())
-	evt.SetTime(time.Now())
-	evt.SetDataContentType(cloudevents.ApplicationJSON)
-	evt.SetExtension(types.ExtResourceID, string(obj.GetUID()))
-	if err := types.SetInt32Extension(&evt, types.ExtResourceVersion, obj.GetGeneration()); err != nil {
+	evt, err := newEvent(c.dataType, source, t, obj)
+	if err != nil {
 		return nil, err
 	}
-	evt.SetExtension(types.ExtClusterName, obj.GetNamespace())
-
 	payload := c.shallow(obj)
 	payload.GetObjectKind().SetGroupVersionKind(c.gvk)
-	switch t.SubResource {
-	case types.SubResourceSpec:
-		switch {
-		case obj.GetDeletionTimestamp() != nil:
-			types.SetTimeExtension(&evt, types.ExtDeletionTimestamp, obj.GetDeletionTimestamp().Time)
-		case t.Action == types.DeleteRequest:
-			types.SetTimeExtension(&evt, types.ExtDeletionTimestamp, time.Now())
-		}
-		if c.status >= 0 {
-			// The status is the agents': a spec leaves it out.
-			f := reflect.ValueOf(payload).Elem().Field(c.status)
-			f.Set(reflect.Zero(f.Type()))
-		}
-	case types.SubResourceStatus:
-		src := obj.GetAnnotations()[OriginalSourceAnnotation]
-		if src == "" {
-			return nil, fmt.Errorf("%s has no %s annotation: it did not come from a source", c.noun, OriginalSourceAnnotation)
-		}
-		evt.SetExtension(types.ExtOriginalSource, src)
+	if t.SubResource == types.SubResourceSpec && c.status >= 0 {
+		// The status is the agents': a spec leaves it out.
+		f := reflect.ValueOf(payload).Elem().Field(c.status)
+		f.Set(reflect.Zero(f.Type()))
 	}
-	data, err := json.Marshal(payload)
-	if err != nil {
+	if evt.DataEncoded, err = json.Marshal(payload); err != nil {
 		return nil, atField("data", err)
 	}
-	evt.DataEncoded = data
-	return &evt, nil
+	return evt, nil
 }
 
 // shallow returns a shallow copy of obj, for what encode changes.
