@@ -256,7 +256,7 @@ func (b *HolderBuilder[T, L]) build() (*Holder[T, L], error) {
 		}
 		codecs = []generic.Codec[T]{c}
 	}
-	if b.transport == nil || isNilPointer(b.transport) {
+	if engine.IsNil(b.transport) {
 		return nil, errors.New("no transport config")
 	}
 	events, err := engine.New(engine.Config[T]{
@@ -391,10 +391,4 @@ func (c client[T, L]) List(ctx context.Context, opts metav1.ListOptions) (L, err
 		return none, err
 	}
 	return c.h.list(page)
-}
-
-// isNilPointer reports whether v is a typed nil pointer.
-func isNilPointer(v any) bool {
-	rv := reflect.ValueOf(v)
-	return rv.Kind() == reflect.Pointer && rv.IsNil()
 }

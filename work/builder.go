@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"reflect"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -207,7 +206,7 @@ type ClientHolder struct {
 func (b *ClientHolderBuilder) NewClientHolder() (*ClientHolder, error) {
 	var errs []error
 	switch {
-	case isNil(b.config):
+	case engine.IsNil(b.config):
 		errs = append(errs, fmt.Errorf("no config: %T is nil", b.config))
 	case b.kube == nil && b.transport == nil:
 		errs = append(errs, fmt.Errorf("config %T: want a *rest.Config or an options.TransportConfig (*mqtt.Config, *kafka.Config, *grpc.Config, a TransportFunc)", b.config))
@@ -295,18 +294,6 @@ func (b *ClientHolderBuilder) buildEvents(h *ClientHolder) (*clientset, error) {
 	}
 	h.events = events
 	return &clientset{events: events, unsupported: unsupported}, nil
-}
-
-// isNil reports whether config is nil or a nil pointer or func.
-func isNil(config any) bool {
-	if config == nil {
-		return true
-	}
-	switch v := reflect.ValueOf(config); v.Kind() {
-	case reflect.Pointer, reflect.Func:
-		return v.IsNil()
-	}
-	return false
 }
 
 // carriesManifestsVerbatim reports whether c is one of package codec's,

@@ -223,7 +223,7 @@ func (a *agent[T]) write(ctx context.Context, namespace string, in T, dryRun boo
 	}
 	var changed T
 	var didChange bool
-	write := func(cur T) (T, error) {
+	change := func(cur T) (T, error) {
 		n, err := next(cur, in, manager)
 		changed, didChange = n, err == nil
 		return n, err
@@ -232,11 +232,11 @@ func (a *agent[T]) write(ctx context.Context, namespace string, in T, dryRun boo
 	var err error
 	if status {
 		// A status write changes one part: no deep copy of the rest.
-		if out, err = a.st.Replace(namespace, in.GetName(), write); err == nil {
+		if out, err = a.st.Replace(namespace, in.GetName(), change); err == nil {
 			out = a.kind.Copy(out) // the caller's
 		}
 	} else {
-		out, err = a.st.Update(namespace, in.GetName(), write)
+		out, err = a.st.Update(namespace, in.GetName(), change)
 	}
 	if err != nil {
 		return zero, err
@@ -416,7 +416,7 @@ func mergeSourceKeys(cur, source map[string]string, prev string) (merged map[str
 }
 
 // markDeleted shows a source's deletion to the agent's controllers, and
-// completes it at once if nothing holds the work.
+// completes it at once if nothing holds the object.
 func (a *agent[T]) markDeleted(ctx context.Context, in T) error {
 	cur, ok := a.st.PeekUID(in.GetUID())
 	if !ok {
@@ -488,16 +488,21 @@ func (a *agent[T]) sendDeleted(ctx context.Context, obj T) {
 // publish is the publisher's send: a status event for obj, as the data
 // type obj came as.
 func (a *agent[T]) publish(ctx context.Context, client *generic.AgentClient[T], obj T) error {
-	dt := a.dataType
 	a.mu.Lock()
-	if h := a.held[obj.GetUID()].dataType; h != (unique.Handle[types.DataType]{}) {
-		dt = h.Value()
-	}
+	dt := a.dataTypeLocked(obj.GetUID())
 	if _, exists := a.st.PeekUID(obj.GetUID()); !exists && a.kind.Deleted != nil && a.kind.Deleted(obj) {
 		delete(a.held, obj.GetUID()) // its last status: forget it
 	}
 	a.mu.Unlock()
 	return client.Publish(ctx, types.EventType{DataType: dt, SubResource: types.SubResourceStatus, Action: types.UpdateRequest}, obj)
+}
+
+// dataTypeLocked is the data type the object of uid came as. a.mu is held.
+func (a *agent[T]) dataTypeLocked(uid kubetypes.UID) types.DataType {
+	if h := a.held[uid].dataType; h != (unique.Handle[types.DataType]{}) {
+		return h.Value()
+	}
+	return a.dataType
 }
 
 // List implements generic.Lister: the objects of one source, or of all.
@@ -509,14 +514,8 @@ func (a *agent[T]) List(opts generic.ListOptions) ([]T, error) {
 		if opts.Source != "" && sourceOf(obj) != opts.Source {
 			return true
 		}
-		if !opts.DataType.IsZero() {
-			dt := a.dataType
-			if h := a.held[obj.GetUID()].dataType; h != (unique.Handle[types.DataType]{}) {
-				dt = h.Value()
-			}
-			if dt != opts.DataType {
-				return true
-			}
+		if !opts.DataType.IsZero() && a.dataTypeLocked(obj.GetUID()) != opts.DataType {
+			return true
 		}
 		out = append(out, obj)
 		return true

@@ -2,7 +2,6 @@ package engine
 
 import (
 	"context"
-	"strings"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
@@ -35,14 +34,9 @@ type backend[T Object] interface {
 // cluster): what a package's clientset hands out, less the list type. It
 // is goroutine-safe; no method returns a nil error with a zero object.
 type Namespaced[T Object] struct {
+	e         *Events[T]
 	namespace string
-	kind      *Kind[T]
-	b         backend[T]
-	tracer    trace.Tracer
-	stored    bool // List and Watch hand out the stored objects (see Holder.StoredClient)
-	// spanNames are the span names of the writes: "create ManifestWork"...
-	spanNames *spanNames
-	attr      string // the span attribute that names the object
+	stored    bool // List and Watch hand out the stored objects (see Events.StoredClient)
 }
 
 type spanNames struct{ create, update, updateStatus, delete, patch string }
@@ -55,9 +49,9 @@ func newSpanNames(kind string) *spanNames {
 // startSpan starts the span of a write: the parent of the span that sends
 // it (see generic.WithTracerProvider).
 func (c *Namespaced[T]) startSpan(ctx context.Context, name, objName string) (context.Context, trace.Span) {
-	ctx, span := c.tracer.Start(c.b.traceParent(ctx, c.namespace, objName), name)
+	ctx, span := c.e.tracer.Start(c.e.b.traceParent(ctx, c.namespace, objName), name)
 	if span.IsRecording() {
-		span.SetAttributes(attribute.String("k8s.namespace.name", c.namespace), attribute.String(c.attr, objName))
+		span.SetAttributes(attribute.String("k8s.namespace.name", c.namespace), attribute.String(c.e.attr, objName))
 	}
 	return ctx, span
 }
@@ -72,8 +66,8 @@ func endSpan(span trace.Span, err error) {
 }
 
 func (c *Namespaced[T]) isNil(obj T) error {
-	if any(obj) == nil || isNilPointer(obj) {
-		return apierrors.NewBadRequest(strings.ToLower(c.kind.GVK.Kind) + " is nil")
+	if IsNil(obj) {
+		return apierrors.NewBadRequest(c.e.pub.noun + " is nil")
 	}
 	return nil
 }
@@ -84,8 +78,8 @@ func (c *Namespaced[T]) Create(ctx context.Context, obj T, opts metav1.CreateOpt
 		var zero T
 		return zero, err
 	}
-	ctx, span := c.startSpan(ctx, c.spanNames.create, obj.GetName())
-	out, err := c.b.create(ctx, c.namespace, obj, opts)
+	ctx, span := c.startSpan(ctx, c.e.spanNames.create, obj.GetName())
+	out, err := c.e.b.create(ctx, c.namespace, obj, opts)
 	endSpan(span, err)
 	return out, err
 }
@@ -97,8 +91,8 @@ func (c *Namespaced[T]) Update(ctx context.Context, obj T, opts metav1.UpdateOpt
 		var zero T
 		return zero, err
 	}
-	ctx, span := c.startSpan(ctx, c.spanNames.update, obj.GetName())
-	out, err := c.b.update(ctx, c.namespace, obj, opts)
+	ctx, span := c.startSpan(ctx, c.e.spanNames.update, obj.GetName())
+	out, err := c.e.b.update(ctx, c.namespace, obj, opts)
 	endSpan(span, err)
 	return out, err
 }
@@ -109,16 +103,16 @@ func (c *Namespaced[T]) UpdateStatus(ctx context.Context, obj T, opts metav1.Upd
 		var zero T
 		return zero, err
 	}
-	ctx, span := c.startSpan(ctx, c.spanNames.updateStatus, obj.GetName())
-	out, err := c.b.updateStatus(ctx, c.namespace, obj, opts)
+	ctx, span := c.startSpan(ctx, c.e.spanNames.updateStatus, obj.GetName())
+	out, err := c.e.b.updateStatus(ctx, c.namespace, obj, opts)
 	endSpan(span, err)
 	return out, err
 }
 
 // Delete deletes the named object (a hub; MethodNotAllowed on an agent).
 func (c *Namespaced[T]) Delete(ctx context.Context, name string, opts metav1.DeleteOptions) error {
-	ctx, span := c.startSpan(ctx, c.spanNames.delete, name)
-	err := c.b.delete(ctx, c.namespace, name, opts)
+	ctx, span := c.startSpan(ctx, c.e.spanNames.delete, name)
+	err := c.e.b.delete(ctx, c.namespace, name, opts)
 	endSpan(span, err)
 	return err
 }
@@ -127,22 +121,22 @@ func (c *Namespaced[T]) Delete(ctx context.Context, name string, opts metav1.Del
 // kube-apiserver does: each through Delete, as if deleted on its own. On an
 // agent it is MethodNotAllowed, as Delete is.
 func (c *Namespaced[T]) DeleteCollection(ctx context.Context, opts metav1.DeleteOptions, listOpts metav1.ListOptions) error {
-	return c.b.deleteCollection(ctx, c.namespace, opts, listOpts)
+	return c.e.b.deleteCollection(ctx, c.namespace, opts, listOpts)
 }
 
 // Get returns a copy of the named object.
 func (c *Namespaced[T]) Get(_ context.Context, name string, _ metav1.GetOptions) (T, error) {
-	return c.b.objects().Get(c.namespace, name)
+	return c.e.b.objects().Get(c.namespace, name)
 }
 
 // List returns copies of the objects opts select.
 func (c *Namespaced[T]) List(_ context.Context, opts metav1.ListOptions) (List[T], error) {
-	return list(c.b.objects(), c.namespace, opts, c.stored)
+	return list(c.e.b.objects(), c.namespace, opts, c.stored)
 }
 
 // Watch watches the objects opts select.
 func (c *Namespaced[T]) Watch(_ context.Context, opts metav1.ListOptions) (watch.Interface, error) {
-	return watchObjects(c.b.objects(), c.namespace, opts, c.stored, c.kind.New)
+	return watchObjects(c.e.b.objects(), c.namespace, opts, c.stored, c.e.kind.New)
 }
 
 // Patch patches the named object, or its status (subresource "status").
@@ -157,10 +151,10 @@ func (c *Namespaced[T]) Patch(ctx context.Context, name string, pt kubetypes.Pat
 		return zero, apierrors.NewBadRequest("at most one subresource may be patched")
 	}
 	if sub != "" && sub != "status" {
-		return zero, apierrors.NewNotFound(schema.GroupResource{Group: c.kind.Resource.Group, Resource: c.kind.Resource.Resource + "/" + sub}, name)
+		return zero, apierrors.NewNotFound(schema.GroupResource{Group: c.e.kind.Resource.Group, Resource: c.e.kind.Resource.Resource + "/" + sub}, name)
 	}
-	ctx, span := c.startSpan(ctx, c.spanNames.patch, name)
-	out, err := c.b.patch(ctx, c.namespace, name, pt, data, opts, sub)
+	ctx, span := c.startSpan(ctx, c.e.spanNames.patch, name)
+	out, err := c.e.b.patch(ctx, c.namespace, name, pt, data, opts, sub)
 	endSpan(span, err)
 	return out, err
 }

@@ -64,11 +64,17 @@ type Events[T Object] struct {
 	tracer    trace.Tracer
 	spanNames *spanNames
 	attr      string
-	start     func(context.Context) error
-	close     func(context.Context) error
-	healthy   func() error
-	stats     func() generic.Stats
+	client    eventClient
 	useLogger func(logr.Logger) // nil if Config.LoggerSet
+}
+
+// eventClient is what Events runs of its generic client, a source's or an
+// agent's.
+type eventClient interface {
+	Start(context.Context) error
+	Close(context.Context) error
+	Healthy() error
+	Stats() generic.Stats
 }
 
 // New builds the event side. It does no network I/O.
@@ -140,8 +146,7 @@ func New[T Object](cfg Config[T]) (*Events[T], error) {
 			return nil, err
 		}
 		hb.pub = newPublisher(noun, func(ctx context.Context, obj T) error { return hb.publish(ctx, client, obj) }, hb.log, onError)
-		e.b, e.pub = hb, hb.pub
-		e.lifecycle(client.Start, client.Close, client.Healthy, client.Stats)
+		e.b, e.pub, e.client = hb, hb.pub, client
 		if !cfg.LoggerSet {
 			e.useLogger = func(l logr.Logger) { hb.log = l.WithValues("source", cfg.SourceID); hb.pub.log = hb.log }
 		}
@@ -167,36 +172,16 @@ func New[T Object](cfg Config[T]) (*Events[T], error) {
 	if cfg.StatusResend > 0 {
 		ab.pub.withResend(cfg.StatusResend, st.PeekUID)
 	}
-	e.b, e.pub = ab, ab.pub
-	e.lifecycle(client.Start, client.Close, client.Healthy, client.Stats)
+	e.b, e.pub, e.client = ab, ab.pub, client
 	if !cfg.LoggerSet {
 		e.useLogger = func(l logr.Logger) { ab.log = l.WithValues("cluster", cfg.ClusterName); ab.pub.log = ab.log }
 	}
 	return e, nil
 }
 
-// lifecycle starts and stops the parts in order.
-func (e *Events[T]) lifecycle(start, closeClient func(context.Context) error, healthy func() error, stats func() generic.Stats) {
-	e.start = func(ctx context.Context) error {
-		e.pub.start(publishWorkers)
-		return start(ctx)
-	}
-	e.close = func(ctx context.Context) error {
-		e.st.Close() // ends watches: informers are stopped by now
-		e.pub.stop()
-		return closeClient(ctx)
-	}
-	e.healthy = healthy
-	e.stats = func() generic.Stats {
-		s := stats()
-		s.Held = e.st.Len()
-		return s
-	}
-}
-
 // Client returns the typed client of namespace: copies in, copies out.
 func (e *Events[T]) Client(namespace string) *Namespaced[T] {
-	return &Namespaced[T]{namespace: namespace, kind: e.kind, b: e.b, tracer: e.tracer, spanNames: e.spanNames, attr: e.attr}
+	return &Namespaced[T]{e: e, namespace: namespace}
 }
 
 // StoredClient is Client for the holder's own informers: its List and Watch
@@ -215,7 +200,11 @@ func (e *Events[T]) StoredClient(namespace string) *Namespaced[T] {
 func (e *Events[T]) Peek(uid kubetypes.UID) (T, bool) { return e.st.PeekUID(uid) }
 
 // Stats is the client's, with the objects the store holds.
-func (e *Events[T]) Stats() generic.Stats { return e.stats() }
+func (e *Events[T]) Stats() generic.Stats {
+	s := e.client.Stats()
+	s.Held = e.st.Len()
+	return s
+}
 
 // Lifecycle runs a holder: the event side (nil over a kube-apiserver) and
 // its informers, in order.
@@ -242,9 +231,21 @@ type eventSide interface {
 	setLogger(logr.Logger)
 }
 
-func (e *Events[T]) startEvents(ctx context.Context) error { return e.start(ctx) }
-func (e *Events[T]) closeEvents(ctx context.Context) error { return e.close(ctx) }
-func (e *Events[T]) healthyEvents() error                  { return e.healthy() }
+// startEvents starts the publisher, then the client (which connects).
+func (e *Events[T]) startEvents(ctx context.Context) error {
+	e.pub.start(publishWorkers)
+	return e.client.Start(ctx)
+}
+
+// closeEvents stops the parts in order: the store's watches (informers are
+// stopped by now), the publisher, the client.
+func (e *Events[T]) closeEvents(ctx context.Context) error {
+	e.st.Close()
+	e.pub.stop()
+	return e.client.Close(ctx)
+}
+
+func (e *Events[T]) healthyEvents() error { return e.client.Healthy() }
 
 // setLogger takes Start's context's logger, unless Config.LoggerSet.
 func (e *Events[T]) setLogger(l logr.Logger) {

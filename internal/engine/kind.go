@@ -145,8 +145,15 @@ func KindOf[T Object](gvk schema.GroupVersionKind, resource string) (Kind[T], er
 	return k, nil
 }
 
-// isNilPointer reports whether obj is a nil pointer.
-func isNilPointer(obj any) bool {
-	v := reflect.ValueOf(obj)
-	return v.Kind() == reflect.Pointer && v.IsNil()
+// IsNil reports whether v is nil, or a nil pointer or func in an
+// interface: what a typed nil passed as a T, a config or a constructor is.
+func IsNil(v any) bool {
+	if v == nil {
+		return true
+	}
+	switch rv := reflect.ValueOf(v); rv.Kind() {
+	case reflect.Pointer, reflect.Func:
+		return rv.IsNil()
+	}
+	return false
 }
