@@ -150,13 +150,11 @@ type Validator interface{ Validate() error }
 // LoadConfig reads a C from a YAML or JSON file (see LoadFile) and
 // validates it.
 func LoadConfig[C Validator](path string) (C, error) {
-	var c C
+	var c, zero C
 	if err := LoadFile(path, &c); err != nil {
-		var zero C
 		return zero, err
 	}
 	if err := c.Validate(); err != nil {
-		var zero C
 		return zero, fmt.Errorf("%s: %w", path, err)
 	}
 	return c, nil

@@ -282,10 +282,11 @@ func (c Config) Validate() error {
 			errs = append(errs, fmt.Errorf("%s %v: want 0 (default) or more", d.name, time.Duration(d.v)))
 		}
 	}
-	if d := c.withDefaults(); d.HeartbeatInterval >= d.SessionTimeout {
+	d := c.withDefaults()
+	if d.HeartbeatInterval >= d.SessionTimeout {
 		errs = append(errs, fmt.Errorf("heartbeatInterval %v must be below sessionTimeout %v", time.Duration(d.HeartbeatInterval), time.Duration(d.SessionTimeout)))
 	}
-	if d := c.withDefaults(); d.DrainTimeout >= d.RebalanceTimeout {
+	if d.DrainTimeout >= d.RebalanceTimeout {
 		errs = append(errs, fmt.Errorf("drainTimeout %v must be below rebalanceTimeout %v", time.Duration(d.DrainTimeout), time.Duration(d.RebalanceTimeout)))
 	}
 	if c.ReconnectMaxBackoff > 0 && c.ReconnectMinBackoff > c.ReconnectMaxBackoff {

@@ -154,12 +154,15 @@ func (c Config) Validate() error {
 			errs = append(errs, fmt.Errorf("will qos %d: want 0, 1 or 2", c.Will.QoS))
 		}
 	}
-	for name, d := range map[string]options.Duration{
-		"dialTimeout": c.DialTimeout, "sessionExpiry": c.SessionExpiry,
-		"reconnectMinBackoff": c.ReconnectMinBackoff, "reconnectMaxBackoff": c.ReconnectMaxBackoff,
+	for _, d := range []struct {
+		name string
+		v    options.Duration
+	}{
+		{"dialTimeout", c.DialTimeout}, {"sessionExpiry", c.SessionExpiry},
+		{"reconnectMinBackoff", c.ReconnectMinBackoff}, {"reconnectMaxBackoff", c.ReconnectMaxBackoff},
 	} {
-		if d < 0 {
-			errs = append(errs, fmt.Errorf("%s %v: want 0 (default) or more", name, time.Duration(d)))
+		if d.v < 0 { // in this order in the error, every time
+			errs = append(errs, fmt.Errorf("%s %v: want 0 (default) or more", d.name, time.Duration(d.v)))
 		}
 	}
 	if c.ReconnectMaxBackoff > 0 && c.ReconnectMinBackoff > c.ReconnectMaxBackoff {
