@@ -6,6 +6,7 @@ import (
 	"slices"
 	"sync"
 	"time"
+	"unique"
 
 	cloudevents "github.com/cloudevents/sdk-go/v2"
 
@@ -24,7 +25,7 @@ import (
 type AgentClient[T Object] struct {
 	c        *core[T]
 	cfg      agentConfig
-	held     map[types.DataType]*heldIndex // fixed at construction
+	held     heldIndex
 	seq      sequence
 	sessions resync.Sessions[sessionKey, T, *seqBlock] // sources' status resyncs
 }
@@ -69,10 +70,7 @@ func NewAgentClient[T Object](clusterName string, tr options.Transport, lister L
 		return nil, fmt.Errorf("new agent client: agent ID is empty")
 	}
 	c.ceSource = cfg.agentID
-	a := &AgentClient[T]{c: c, cfg: cfg, held: make(map[types.DataType]*heldIndex), seq: sequence{now: time.Now}}
-	for _, codec := range c.codecs.list {
-		a.held[codec.DataType()] = &heldIndex{m: make(map[string]heldEntry)}
-	}
+	a := &AgentClient[T]{c: c, cfg: cfg, held: heldIndex{m: make(map[string]heldEntry)}, seq: sequence{now: time.Now}}
 	c.logic = a
 	c.subs = options.AgentSubscriptions(clusterName, c.codecs.dataTypeNames())
 	return a, nil
@@ -107,11 +105,16 @@ func (a *AgentClient[T]) Subscribe(handlers ...ResourceHandler[T]) error {
 }
 
 // Publish sends obj's status (t must be a status update_request) to the
-// source its codec names in the originalsource extension. It waits for the
-// publish rate limiter, then until the transport has sent the event.
+// source its codec names in the originalsource extension. A zero
+// t.DataType means the data type obj came as (see DataTypeOf), or the first
+// codec's. It waits for the publish rate limiter, then until the transport
+// has sent the event.
 func (a *AgentClient[T]) Publish(ctx context.Context, t types.EventType, obj T) error {
 	if t.SubResource != types.SubResourceStatus || t.Action != types.UpdateRequest {
 		return fmt.Errorf("publish %s: %w: an agent publishes status update requests", t, ErrWrongEventType)
+	}
+	if t.DataType.IsZero() {
+		t.DataType = a.DataTypeOf(string(obj.GetUID()))
 	}
 	codec, err := a.c.codecs.get(t.DataType)
 	if err != nil {
@@ -129,6 +132,18 @@ func (a *AgentClient[T]) Publish(ctx context.Context, t types.EventType, obj T) 
 // type) newer than what the Lister holds. It blocks until the request is sent.
 func (a *AgentClient[T]) Resync(ctx context.Context, dataType types.DataType) error {
 	return a.c.resync(ctx, dataType)
+}
+
+// DataTypeOf returns the data type the resource of resourceID came as: of
+// its last spec this client handled (recorded before its handlers run), or
+// as the Lister listed it at the last spec resync; the first codec's if the
+// client does not know the resource. A resource the Lister no longer lists
+// is forgotten at the next spec resync. It is goroutine-safe.
+func (a *AgentClient[T]) DataTypeOf(resourceID string) types.DataType {
+	if e, ok := a.held.get(resourceID); ok && e.dataType != (unique.Handle[types.DataType]{}) {
+		return e.dataType.Value()
+	}
+	return a.c.codecs.list[0].DataType()
 }
 
 var _ Interface[Object] = (*AgentClient[Object])(nil)
@@ -219,13 +234,13 @@ func (a *AgentClient[T]) classify(d *options.Delivery, et types.EventType) (*tas
 }
 
 func (a *AgentClient[T]) handleEvent(ctx context.Context, t *task) error {
-	held := a.held[t.et.DataType]
-	if h, ok := held.get(t.resourceID); ok {
-		if h.source != "" && h.source != t.route.Source {
-			return &dropError{reason: DropForeign, err: fmt.Errorf("source %q sent %s for resource %s, which source %q owns", t.route.Source, t.et.Action, t.resourceID, h.source)}
+	prev, held := a.held.get(t.resourceID)
+	if held {
+		if owner := prev.owner(); owner != "" && owner != t.route.Source {
+			return &dropError{reason: DropForeign, err: fmt.Errorf("source %q sent %s for resource %s, which source %q owns", t.route.Source, t.et.Action, t.resourceID, owner)}
 		}
-		if t.version < h.version {
-			return &dropError{reason: DropStale, err: fmt.Errorf("spec of %s at version %d, holding %d", t.resourceID, t.version, h.version)}
+		if t.version < prev.version {
+			return &dropError{reason: DropStale, err: fmt.Errorf("spec of %s at version %d, holding %d", t.resourceID, t.version, prev.version)}
 		}
 	}
 	codec, err := a.c.codecs.get(t.et.DataType)
@@ -236,10 +251,13 @@ func (a *AgentClient[T]) handleEvent(ctx context.Context, t *task) error {
 	if err != nil {
 		return &dropError{reason: DropDecode, err: &DecodeError{EventID: t.evt.ID(), EventType: t.evt.Type(), Err: err}}
 	}
+	// Recorded before the handlers run: a status they publish at once
+	// goes out as the data type the spec came as, to its source.
+	a.held.set(t.resourceID, heldEntry{version: t.version, source: unique.Make(t.route.Source), dataType: unique.Make(t.et.DataType)})
 	if err := a.c.callHandlers(ctx, t.et, obj); err != nil {
+		a.held.restore(t.resourceID, prev, held)
 		return err
 	}
-	held.set(t.resourceID, t.version, t.route.Source)
 	return nil
 }
 
@@ -267,7 +285,7 @@ func (a *AgentClient[T]) answerResync(ctx context.Context, source string, dt typ
 		c.queueResync(dt)
 		// The answers' sequence IDs come before the read: a status published
 		// from a newer read than this List outranks them at the source.
-		block := uint64(a.held[dt].len()) + answerSeqSlack
+		block := uint64(a.held.len()) + answerSeqSlack
 		first := a.seq.reserve(block)
 		sess.State = &seqBlock{next: first, end: first + block}
 		objs, err := c.lister.List(ListOptions{Source: source, ClusterName: c.id, DataType: dt})
@@ -346,8 +364,8 @@ func (a *AgentClient[T]) sendStatus(ctx context.Context, codec Codec[T], obj T, 
 // entry names its own.
 func (a *AgentClient[T]) requestResync(ctx context.Context, dt types.DataType) error {
 	c := a.c
-	held := a.held[dt]
-	epoch := held.beginRebuild()
+	epoch := a.held.beginRebuild()
+	dth := unique.Make(dt)
 	fresh := make(map[string]heldEntry)
 	var entries []types.ResourceVersion
 	sources, err := a.sources()
@@ -362,7 +380,7 @@ func (a *AgentClient[T]) requestResync(ctx context.Context, dt types.DataType) e
 		for _, o := range objs {
 			id := string(o.GetUID())
 			entries = append(entries, types.ResourceVersion{ResourceID: id, ResourceVersion: o.GetGeneration(), OriginalSource: src})
-			fresh[id] = heldEntry{version: o.GetGeneration(), source: src}
+			fresh[id] = heldEntry{version: o.GetGeneration(), source: unique.Make(src), dataType: dth}
 		}
 	}
 	all, err := c.lister.List(ListOptions{ClusterName: c.id, DataType: dt})
@@ -375,9 +393,9 @@ func (a *AgentClient[T]) requestResync(ctx context.Context, dt types.DataType) e
 			continue
 		}
 		entries = append(entries, types.ResourceVersion{ResourceID: id, ResourceVersion: o.GetGeneration()})
-		fresh[id] = heldEntry{version: o.GetGeneration()}
+		fresh[id] = heldEntry{version: o.GetGeneration(), dataType: dth}
 	}
-	held.finishRebuild(epoch, fresh)
+	a.held.finishRebuild(epoch, dth, fresh)
 	source := oneSource(entries)
 	if source != "" {
 		for i := range entries {
@@ -428,10 +446,7 @@ func oneSource(entries []types.ResourceVersion) string {
 // sources returns every source the agent knows: from received events, and
 // from the Lister if it is a SourceLister.
 func (a *AgentClient[T]) sources() ([]string, error) {
-	var known []string
-	for _, h := range a.held {
-		known = append(known, h.sources()...)
-	}
+	known := a.held.sources()
 	if sl, ok := a.c.lister.(SourceLister); ok {
 		more, err := sl.Sources(a.c.id)
 		if err != nil {
@@ -443,20 +458,31 @@ func (a *AgentClient[T]) sources() ([]string, error) {
 	return slices.Compact(known), nil
 }
 
-// heldIndex is what the agent holds of one data type: each resource's
-// version and owning source, for dropping stale and foreign specs. It is
-// rebuilt from the Lister at every spec resync, keeping entries set while the
-// rebuild was listing.
+// heldIndex is what the agent holds: each resource's version, owning
+// source and data type, for dropping stale and foreign specs and routing
+// statuses. It is rebuilt from the Lister at every spec resync of a data
+// type, keeping entries set while the rebuild was listing.
 type heldIndex struct {
 	mu    sync.Mutex
 	m     map[string]heldEntry
 	epoch uint64
 }
 
+// heldEntry is small: an agent keeps one per resource. Sources and data
+// types are few, so each is interned.
 type heldEntry struct {
-	version int64
-	source  string
-	epoch   uint64
+	version  int64
+	source   unique.Handle[string] // "" if not known
+	dataType unique.Handle[types.DataType]
+	epoch    uint64
+}
+
+// owner is the source the entry names, "" if none.
+func (e heldEntry) owner() string {
+	if e.source == (unique.Handle[string]{}) {
+		return ""
+	}
+	return e.source.Value()
 }
 
 func (h *heldIndex) get(id string) (heldEntry, bool) {
@@ -466,10 +492,22 @@ func (h *heldIndex) get(id string) (heldEntry, bool) {
 	return e, ok
 }
 
-func (h *heldIndex) set(id string, version int64, source string) {
+func (h *heldIndex) set(id string, e heldEntry) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	h.m[id] = heldEntry{version: version, source: source, epoch: h.epoch}
+	e.epoch = h.epoch
+	h.m[id] = e
+}
+
+// restore puts back what get returned before a set.
+func (h *heldIndex) restore(id string, e heldEntry, ok bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if ok {
+		h.m[id] = e
+	} else {
+		delete(h.m, id)
+	}
 }
 
 func (h *heldIndex) len() int {
@@ -483,8 +521,8 @@ func (h *heldIndex) sources() []string {
 	defer h.mu.Unlock()
 	seen := make(map[string]struct{})
 	for _, e := range h.m {
-		if e.source != "" {
-			seen[e.source] = struct{}{}
+		if s := e.owner(); s != "" {
+			seen[s] = struct{}{}
 		}
 	}
 	out := make([]string, 0, len(seen))
@@ -502,20 +540,23 @@ func (h *heldIndex) beginRebuild() uint64 {
 	return h.epoch
 }
 
-// finishRebuild replaces the index with listed, except for entries set
-// since beginRebuild returned epoch, which are newer than the listing. A
-// listed entry without a source keeps the source the index knew.
-func (h *heldIndex) finishRebuild(epoch uint64, listed map[string]heldEntry) {
+// finishRebuild replaces the entries of data type dt with listed (all of
+// dt), except for entries set since beginRebuild returned epoch, which are
+// newer than the listing. A listed entry without a source keeps the source
+// the index knew. Entries of other data types stay.
+func (h *heldIndex) finishRebuild(epoch uint64, dt unique.Handle[types.DataType], listed map[string]heldEntry) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	for id, e := range h.m {
-		if e.epoch >= epoch {
+		l, ok := listed[id]
+		switch {
+		case e.epoch >= epoch:
 			listed[id] = e
-			continue
-		}
-		if l, ok := listed[id]; ok && l.source == "" {
+		case ok && l.source == (unique.Handle[string]{}):
 			l.source = e.source
 			listed[id] = l
+		case !ok && e.dataType != dt:
+			listed[id] = e
 		}
 	}
 	h.m = listed

@@ -35,28 +35,21 @@ import (
 // store once its finalizers are gone, and a last status with the Deleted
 // condition tells the source it may forget the object.
 type agent[T Object] struct {
-	kind     *Kind[T]
-	cluster  string
-	st       *store.Store[T]
-	pub      *publisher[T]
-	patcher  *patcher[T]
-	dataType types.DataType // of objects that did not say (the first codec's)
-	log      logr.Logger
+	kind    *Kind[T]
+	cluster string
+	st      *store.Store[T]
+	pub     *publisher[T]
+	patcher *patcher[T]
+	// client routes each object: it knows the source and the data type
+	// each came as (generic.AgentClient.DataTypeOf).
+	client *generic.AgentClient[T]
+	log    logr.Logger
 
-	mu        sync.Mutex
-	held      map[kubetypes.UID]heldObject // what the agent knows of each object beyond the object itself
+	mu sync.Mutex
+	// keys are the label and annotation keys each object's source set,
+	// shared by every object whose source set the same.
+	keys      map[kubetypes.UID]unique.Handle[sourceKeys]
 	specSpans map[string]trace.SpanContext // by name: the span that handled each object's last spec, while tracing
-}
-
-// heldObject is what an agent keeps of an object beside the object: small,
-// as the agent keeps one per object.
-type heldObject struct {
-	// dataType is the data type the object came as, if not the agent's
-	// default (its statuses go out as the same).
-	dataType unique.Handle[types.DataType]
-	// keys are the label and annotation keys its source set (see
-	// sourceKeys), shared by every object whose source set the same.
-	keys unique.Handle[sourceKeys]
 }
 
 // sourceKeys are the label and annotation keys a source set on an object, each
@@ -261,16 +254,6 @@ func (a *agent[T]) patch(ctx context.Context, namespace, name string, pt kubetyp
 
 // onSpec is the agent client's handler: a spec from a source.
 func (a *agent[T]) onSpec(ctx context.Context, t types.EventType, in T) error {
-	var dt unique.Handle[types.DataType]
-	if t.DataType != a.dataType {
-		dt = unique.Make(t.DataType)
-	}
-	a.mu.Lock()
-	if h, ok := a.held[in.GetUID()]; ok || dt != (unique.Handle[types.DataType]{}) {
-		h.dataType = dt
-		a.held[in.GetUID()] = h
-	}
-	a.mu.Unlock()
 	in.SetNamespace(a.cluster)
 	if t.Action == types.DeleteRequest || in.GetDeletionTimestamp() != nil {
 		return a.markDeleted(ctx, in)
@@ -295,7 +278,7 @@ func (a *agent[T]) upsert(in T) error {
 	if cur, ok := a.st.PeekUID(in.GetUID()); ok {
 		var prev sourceKeys
 		a.mu.Lock()
-		if h := a.held[in.GetUID()].keys; h != (unique.Handle[sourceKeys]{}) {
+		if h := a.keys[in.GetUID()]; h != (unique.Handle[sourceKeys]{}) {
 			prev = h.Value()
 		}
 		a.mu.Unlock()
@@ -356,24 +339,14 @@ func (a *agent[T]) upsert(in T) error {
 func (a *agent[T]) setSourceKeys(uid kubetypes.UID, keys unique.Handle[sourceKeys]) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	h := a.held[uid]
-	h.keys = keys
-	a.held[uid] = h
+	a.keys[uid] = keys
 }
 
-// forget drops what the agent knows of an object it no longer holds, but
-// the data type its last status goes out as (see publish).
+// forget drops what the agent knows of an object it no longer holds.
 func (a *agent[T]) forget(uid kubetypes.UID) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	switch h, ok := a.held[uid]; {
-	case !ok:
-	case h.dataType == unique.Handle[types.DataType]{}:
-		delete(a.held, uid)
-	default:
-		h.keys = unique.Handle[sourceKeys]{}
-		a.held[uid] = h
-	}
+	delete(a.keys, uid)
 }
 
 // mergeSourceKeys returns cur with the source's entries set and the keys
@@ -470,14 +443,11 @@ func (a *agent[T]) completeDeletion(ctx context.Context, uid kubetypes.UID) {
 	a.sendDeleted(ctx, gone)
 }
 
-// sendDeleted publishes obj's last status: what it was, and deleted; if
-// the kind's status cannot say so, it forgets obj instead (its source
-// does not wait for it).
+// sendDeleted publishes obj's last status: what it was, and deleted,
+// unless the kind's status cannot say so (its source does not wait for
+// it).
 func (a *agent[T]) sendDeleted(ctx context.Context, obj T) {
 	if a.kind.MarkDeleted == nil {
-		a.mu.Lock()
-		delete(a.held, obj.GetUID())
-		a.mu.Unlock()
 		return
 	}
 	final := a.kind.Copy(obj)
@@ -486,35 +456,19 @@ func (a *agent[T]) sendDeleted(ctx context.Context, obj T) {
 }
 
 // publish is the publisher's send: a status event for obj, as the data
-// type obj came as.
-func (a *agent[T]) publish(ctx context.Context, client *generic.AgentClient[T], obj T) error {
-	a.mu.Lock()
-	dt := a.dataTypeLocked(obj.GetUID())
-	if _, exists := a.st.PeekUID(obj.GetUID()); !exists && a.kind.Deleted != nil && a.kind.Deleted(obj) {
-		delete(a.held, obj.GetUID()) // its last status: forget it
-	}
-	a.mu.Unlock()
-	return client.Publish(ctx, types.EventType{DataType: dt, SubResource: types.SubResourceStatus, Action: types.UpdateRequest}, obj)
-}
-
-// dataTypeLocked is the data type the object of uid came as. a.mu is held.
-func (a *agent[T]) dataTypeLocked(uid kubetypes.UID) types.DataType {
-	if h := a.held[uid].dataType; h != (unique.Handle[types.DataType]{}) {
-		return h.Value()
-	}
-	return a.dataType
+// type obj came as (the zero DataType: the client knows it).
+func (a *agent[T]) publish(ctx context.Context, obj T) error {
+	return a.client.Publish(ctx, types.EventType{SubResource: types.SubResourceStatus, Action: types.UpdateRequest}, obj)
 }
 
 // List implements generic.Lister: the objects of one source, or of all.
 func (a *agent[T]) List(opts generic.ListOptions) ([]T, error) {
 	var out []T
-	a.mu.Lock()
-	defer a.mu.Unlock()
 	a.st.Range(a.cluster, func(obj T) bool {
 		if opts.Source != "" && sourceOf(obj) != opts.Source {
 			return true
 		}
-		if !opts.DataType.IsZero() && a.dataTypeLocked(obj.GetUID()) != opts.DataType {
+		if !opts.DataType.IsZero() && a.client.DataTypeOf(string(obj.GetUID())) != opts.DataType {
 			return true
 		}
 		out = append(out, obj)

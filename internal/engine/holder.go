@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unique"
 
 	"github.com/go-logr/logr"
 	"go.opentelemetry.io/otel"
@@ -152,8 +153,8 @@ func New[T Object](cfg Config[T]) (*Events[T], error) {
 		}
 		return e, nil
 	}
-	ab := &agent[T]{kind: kind, cluster: cfg.ClusterName, st: st, patcher: p, dataType: cfg.Codecs[0].DataType(),
-		log: cfg.Logger.WithValues("cluster", cfg.ClusterName), held: make(map[kubetypes.UID]heldObject)}
+	ab := &agent[T]{kind: kind, cluster: cfg.ClusterName, st: st, patcher: p,
+		log: cfg.Logger.WithValues("cluster", cfg.ClusterName), keys: make(map[kubetypes.UID]unique.Handle[sourceKeys])}
 	ab.specSpans = make(map[string]trace.SpanContext)
 	var opts []generic.AgentOption
 	for _, o := range clientOpts {
@@ -165,10 +166,11 @@ func New[T Object](cfg Config[T]) (*Events[T], error) {
 		_ = tr.Close(context.Background())
 		return nil, err
 	}
+	ab.client = client
 	if err := client.Subscribe(ab.onSpec); err != nil {
 		return nil, err
 	}
-	ab.pub = newPublisher(noun, func(ctx context.Context, obj T) error { return ab.publish(ctx, client, obj) }, ab.log, onError)
+	ab.pub = newPublisher(noun, ab.publish, ab.log, onError)
 	if cfg.StatusResend > 0 {
 		ab.pub.withResend(cfg.StatusResend, st.PeekUID)
 	}
