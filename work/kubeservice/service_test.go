@@ -21,6 +21,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/uuid"
 	"k8s.io/apimachinery/pkg/watch"
 	clienttesting "k8s.io/client-go/testing"
+	"open-cluster-management.io/api/client/work/clientset/versioned"
 	"open-cluster-management.io/api/client/work/clientset/versioned/fake"
 	workinformers "open-cluster-management.io/api/client/work/informers/externalversions"
 	workv1 "open-cluster-management.io/api/work/v1"
@@ -28,6 +29,7 @@ import (
 	"github.com/workwire/sdk-go/codec"
 	"github.com/workwire/sdk-go/generic"
 	"github.com/workwire/sdk-go/generic/types"
+	"github.com/workwire/sdk-go/internal/kubetest"
 	"github.com/workwire/sdk-go/options/grpc"
 	"github.com/workwire/sdk-go/options/grpc/grpctest"
 	"github.com/workwire/sdk-go/options/grpc/server"
@@ -42,12 +44,38 @@ func TestMain(m *testing.M) {
 
 var worksResource = schema.GroupVersionResource{Group: workv1.GroupName, Version: "v1", Resource: "manifestworks"}
 
-// newHub returns a fake work clientset that writes as a kube-apiserver
+// testHub is the work API a Service runs over in a test.
+type testHub struct {
+	versioned.Interface
+	fake *fake.Clientset // nil over a real kube-apiserver
+}
+
+// forEachHub runs test over each hub: client-go's fake clientset, taught
+// what the Service relies on, and a real kube-apiserver with OCM's
+// ManifestWork CRD (skipped where kubetest finds none).
+func forEachHub(t *testing.T, test func(t *testing.T, hub *testHub)) {
+	t.Run("fake", func(t *testing.T) {
+		f := newFakeHub()
+		test(t, &testHub{Interface: f, fake: f})
+	})
+	t.Run("kube-apiserver", func(t *testing.T) {
+		cfg := kubetest.Start(t)
+		kubetest.InstallCRDs(t, cfg, kubetest.ModuleFile(t, "open-cluster-management.io/api", "work/v1/0000_00_work.open-cluster-management.io_manifestworks.crd.yaml"))
+		kubetest.CreateNamespaces(t, cfg, "cluster1", "cluster2")
+		client, err := versioned.NewForConfig(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		test(t, &testHub{Interface: client})
+	})
+}
+
+// newFakeHub returns a fake work clientset that writes as a kube-apiserver
 // does where the Service relies on it: a create gets a UID and generation
 // 1, a spec change raises the generation, a status write changes only the
 // status, and a delete of a work with finalizers only marks it, which
 // leaves once its last finalizer is removed.
-func newHub() *fake.Clientset {
+func newFakeHub() *fake.Clientset {
 	//lint:ignore SA1019 OCM's work clientset has no NewClientset (it is generated without apply configurations)
 	hub := fake.NewSimpleClientset()
 	tracker := hub.Tracker()
@@ -108,21 +136,25 @@ func newHub() *fake.Clientset {
 // the test ends, and returns once the informer watches: a work created
 // between the informer's list and its watch must not depend on how the
 // fake clientset resumes a watch.
-func startService(t *testing.T, hub *fake.Clientset, opts ...kubeservice.Option) *kubeservice.Service {
+func startService(t *testing.T, hub *testHub, opts ...kubeservice.Option) *kubeservice.Service {
 	t.Helper()
 	watching := make(chan struct{})
-	var once sync.Once
-	hub.PrependWatchReactor("manifestworks", func(a clienttesting.Action) (bool, watch.Interface, error) {
-		opts := a.(clienttesting.WatchActionImpl).ListOptions
-		if opts.SendInitialEvents != nil && *opts.SendInitialEvents {
-			// The tracker sends no bookmark at the end of the initial
-			// events: the informer falls back to list and watch.
-			return true, nil, apierrors.NewBadRequest("the fake clientset does not serve watch-list")
-		}
-		w, err := hub.Tracker().Watch(a.GetResource(), a.GetNamespace(), opts)
-		once.Do(func() { close(watching) })
-		return true, w, err
-	})
+	if hub.fake == nil {
+		close(watching) // a kube-apiserver resumes a watch where its list ended
+	} else {
+		var once sync.Once
+		hub.fake.PrependWatchReactor("manifestworks", func(a clienttesting.Action) (bool, watch.Interface, error) {
+			opts := a.(clienttesting.WatchActionImpl).ListOptions
+			if opts.SendInitialEvents != nil && *opts.SendInitialEvents {
+				// The tracker sends no bookmark at the end of the initial
+				// events: the informer falls back to list and watch.
+				return true, nil, apierrors.NewBadRequest("the fake clientset does not serve watch-list")
+			}
+			w, err := hub.fake.Tracker().Watch(a.GetResource(), a.GetNamespace(), opts)
+			once.Do(func() { close(watching) })
+			return true, w, err
+		})
+	}
 	factory := workinformers.NewSharedInformerFactory(hub, 0)
 	svc, err := kubeservice.New(hub, factory.Work().V1().ManifestWorks(), server.DefaultSourceID,
 		append([]kubeservice.Option{kubeservice.WithLogger(logr.Discard())}, opts...)...)
@@ -142,6 +174,11 @@ func startService(t *testing.T, hub *fake.Clientset, opts ...kubeservice.Option)
 	case <-watching:
 	case <-time.After(20 * time.Second):
 		t.Fatal("the Service's informer never watched")
+	}
+	for _, synced := range factory.WaitForCacheSync(ctx.Done()) {
+		if !synced {
+			t.Fatal("the Service's informer never synced")
+		}
 	}
 	return svc
 }
@@ -163,7 +200,7 @@ func newWork(name, value string) *workv1.ManifestWork {
 	}
 }
 
-func hubWork(t *testing.T, hub *fake.Clientset, name string) (*workv1.ManifestWork, bool) {
+func hubWork(t *testing.T, hub *testHub, name string) (*workv1.ManifestWork, bool) {
 	w, err := hub.WorkV1().ManifestWorks("cluster1").Get(context.Background(), name, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
 		return nil, false
@@ -184,7 +221,10 @@ func appliedAt(w *workv1.ManifestWork, generation int64) bool {
 // the kube-apiserver, a spec change reaches the agent, and a deletion
 // waits for the agent's cleanup before the work leaves.
 func TestLifecycleThroughTheGRPCServer(t *testing.T) {
-	hub := newHub()
+	forEachHub(t, testLifecycleThroughTheGRPCServer)
+}
+
+func testLifecycleThroughTheGRPCServer(t *testing.T, hub *testHub) {
 	svc := startService(t, hub)
 	srv := grpctest.NewServer(t, server.WithService(codec.ManifestBundlesDataType.String(), svc))
 	ctx := context.Background()
@@ -260,14 +300,17 @@ func TestLifecycleThroughTheGRPCServer(t *testing.T) {
 		return apierrors.IsNotFound(err)
 	})
 	if created.UID == "" {
-		t.Error("the fake hub gave the work no UID")
+		t.Error("the hub gave the work no UID")
 	}
 }
 
 // Get, List and StatusHashes answer from the informer, by UID and by
 // cluster; a status older than one written is dropped.
 func TestServiceAnswersFromTheInformer(t *testing.T) {
-	hub := newHub()
+	forEachHub(t, testServiceAnswersFromTheInformer)
+}
+
+func testServiceAnswersFromTheInformer(t *testing.T, hub *testHub) {
 	svc := startService(t, hub)
 	ctx := context.Background()
 	var uids []kubetypes.UID
