@@ -254,6 +254,9 @@ func (s *Service) StatusHashes(_ context.Context, cluster string) ([]types.Statu
 // true, for a work being deleted, removes Finalizer instead: the agent has
 // cleaned up. A status of a work that is gone is dropped.
 func (s *Service) HandleStatusUpdate(ctx context.Context, evt *cloudevents.Event) error {
+	if err := server.RequireStatusUpdate(evt); err != nil {
+		return err
+	}
 	reported, err := s.codec.Decode(evt)
 	if err != nil {
 		return status.Errorf(codes.InvalidArgument, "status event %s: %v", evt.ID(), err)

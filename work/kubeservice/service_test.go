@@ -11,6 +11,8 @@ import (
 
 	"github.com/go-logr/logr"
 	"go.uber.org/goleak"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -355,7 +357,7 @@ func testServiceAnswersFromTheInformer(t *testing.T, hub *testHub) {
 	}
 
 	// Statuses of w0: generation 1 sequence 10, then an older one.
-	status := func(seq, reason string) error {
+	sendStatus := func(seq, reason string) error {
 		w, _ := hubWork(t, hub, "w0")
 		w.Annotations = map[string]string{codec.OriginalSourceAnnotation: server.DefaultSourceID} // as an agent holds it
 		w.Status.Conditions = []metav1.Condition{{Type: workv1.WorkApplied, Status: metav1.ConditionTrue, Reason: reason, ObservedGeneration: 1, LastTransitionTime: metav1.Now()}}
@@ -368,10 +370,10 @@ func testServiceAnswersFromTheInformer(t *testing.T, hub *testHub) {
 		evt.SetExtension(types.ExtOriginalSource, server.DefaultSourceID)
 		return svc.HandleStatusUpdate(ctx, evt)
 	}
-	if err := status("10", "Newer"); err != nil {
+	if err := sendStatus("10", "Newer"); err != nil {
 		t.Fatal(err)
 	}
-	if err := status("9", "Older"); err != nil {
+	if err := sendStatus("9", "Older"); err != nil {
 		t.Fatal(err)
 	}
 	if w, _ := hubWork(t, hub, "w0"); len(w.Status.Conditions) != 1 || w.Status.Conditions[0].Reason != "Newer" {
@@ -381,6 +383,23 @@ func testServiceAnswersFromTheInformer(t *testing.T, hub *testHub) {
 		hashes, err := svc.StatusHashes(ctx, "cluster1")
 		return err == nil && len(hashes) == 3
 	})
+
+	// An agent writes only statuses: a spec from one, which would carry an
+	// empty status, is refused and changes nothing.
+	w, _ := hubWork(t, hub, "w0")
+	w.Annotations = map[string]string{codec.OriginalSourceAnnotation: server.DefaultSourceID}
+	w.Status = workv1.ManifestWorkStatus{}
+	spec, err := codec.NewManifestBundleCodec().Encode("cluster1-agent",
+		types.EventType{DataType: codec.ManifestBundlesDataType, SubResource: types.SubResourceSpec, Action: types.UpdateRequest}, w)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := svc.HandleStatusUpdate(ctx, spec); status.Code(err) != codes.InvalidArgument {
+		t.Errorf("a spec from an agent: %v, want InvalidArgument", err)
+	}
+	if w, _ := hubWork(t, hub, "w0"); len(w.Status.Conditions) != 1 {
+		t.Errorf("a refused spec changed the status to %v", w.Status.Conditions)
+	}
 }
 
 func TestNewReportsEveryMissingInput(t *testing.T) {

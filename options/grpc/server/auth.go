@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/workwire/sdk-go/generic/types"
 	"github.com/workwire/sdk-go/options"
 )
 
@@ -81,6 +82,10 @@ type Request struct {
 	// DataType is the event's data type, or one subscribed data type ("" for
 	// a subscription to every data type).
 	DataType string
+	// SubResource and Action are the published event's (spec or status;
+	// create_request, update_request, ...); empty for a Subscribe.
+	SubResource types.SubResource
+	Action      types.Action
 }
 
 // ActsAs returns the one ID the caller must own for r: a source ID for what
@@ -279,6 +284,22 @@ func credentialsKey(creds Credentials) string {
 func requestKey(id Identity, req Request) string {
 	h := sha256.New()
 	fmt.Fprintf(h, "%q %q %q %v %q %q %q %q", id.User, id.UID, id.Groups, id.Extra, req.Verb, req.Role, req.Source, req.Cluster)
-	fmt.Fprintf(h, " %q", req.DataType)
+	fmt.Fprintf(h, " %q %q %q", req.DataType, req.SubResource, req.Action)
 	return string(h.Sum(nil))
+}
+
+type identityKey struct{}
+
+// WithIdentity returns ctx carrying id. The server hands a Service the
+// context of each call this way.
+func WithIdentity(ctx context.Context, id Identity) context.Context {
+	return context.WithValue(ctx, identityKey{}, id)
+}
+
+// IdentityFrom returns the verified identity of the caller whose call ctx
+// belongs to: a Service learns who published the event it handles (the
+// user an agent's CSR is created for, say). ok is false outside a call.
+func IdentityFrom(ctx context.Context) (id Identity, ok bool) {
+	id, ok = ctx.Value(identityKey{}).(Identity)
+	return id, ok
 }

@@ -75,7 +75,8 @@ func TestAuthDecisionsAreCached(t *testing.T) {
 		return send(a, options.Route{Role: options.RoleSpec, Source: source, Cluster: cluster}, evt)
 	}
 	req := func(source, cluster string) server.Request {
-		return server.Request{Verb: server.VerbPublish, Role: options.RoleSpec, Source: source, Cluster: cluster, DataType: dataType}
+		return server.Request{Verb: server.VerbPublish, Role: options.RoleSpec, Source: source, Cluster: cluster, DataType: dataType,
+			SubResource: types.SubResourceSpec, Action: types.CreateRequest}
 	}
 	const n = 5
 	for range n {

@@ -49,7 +49,13 @@
 // agent's spec resync from the store and asks it for the statuses the store
 // lacks (a status resync, narrowed to the differing ones when the Service
 // implements StatusHasher). The server speaks for such data types as source
-// Config.SourceID, and hands agents' status for them to the Service.
+// Config.SourceID, and hands agents' status for them to the Service. It
+// hands the Service an agent's spec requests of its data type too (an OCM
+// agent creates its ManagedCluster and its CSRs and renews its Lease with
+// spec create and update requests): they travel as statuses do, authorized
+// as the agent of the cluster they name, and the Service learns the
+// agent's verified identity from IdentityFrom. A Service whose agents
+// write only statuses refuses them (RequireStatusUpdate).
 //
 // # Security
 //

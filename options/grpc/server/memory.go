@@ -119,6 +119,9 @@ func (m *MemoryService) List(_ context.Context, opts ListOptions) ([]*cloudevent
 // HandleStatusUpdate implements Service: it keeps the status of a resource
 // it holds and refuses one it does not.
 func (m *MemoryService) HandleStatusUpdate(_ context.Context, evt *cloudevents.Event) error {
+	if err := RequireStatusUpdate(evt); err != nil {
+		return err
+	}
 	id, err := types.RequiredString(evt, types.ExtResourceID)
 	if err != nil {
 		return err

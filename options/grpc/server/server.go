@@ -307,9 +307,18 @@ func (in *instance) Publish(ctx context.Context, req *protocol.PublishRequest) (
 		return nil, err
 	}
 	pbe := req.GetEvent()
-	if err := s.authorize(ctx, id, Request{Verb: VerbPublish, Role: route.Role, Source: route.Source, Cluster: route.Cluster, DataType: label(dt)}); err != nil {
+	et, _ := types.ParseEventType(pbe.GetType()) // publishRoute parsed it
+	if route.Role == options.RoleSpec && s.serviceFor(dt) != nil {
+		// A Service is the source of its data type: a spec event of it is
+		// an agent's request (to create its ManagedCluster, renew its
+		// Lease), which travels as a status does, to the Service.
+		route = options.Route{Role: options.RoleStatus, Source: s.sourceID, Cluster: route.Cluster}
+	}
+	if err := s.authorize(ctx, id, Request{Verb: VerbPublish, Role: route.Role, Source: route.Source, Cluster: route.Cluster,
+		DataType: label(dt), SubResource: et.SubResource, Action: et.Action}); err != nil {
 		return nil, err
 	}
+	ctx = WithIdentity(ctx, id)
 	labels.cluster, labels.dataType = route.Cluster, label(dt)
 	if s.metrics != nil {
 		s.metrics.ceCall(labels)

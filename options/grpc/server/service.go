@@ -8,6 +8,8 @@ import (
 
 	cloudevents "github.com/cloudevents/sdk-go/v2"
 	"github.com/google/uuid"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/workwire/sdk-go/generic/types"
 	"github.com/workwire/sdk-go/internal/resync"
@@ -34,13 +36,32 @@ type Service interface {
 	Get(ctx context.Context, resourceID string) (*cloudevents.Event, error)
 	// List returns the spec events of the resources opts selects.
 	List(ctx context.Context, opts ListOptions) ([]*cloudevents.Event, error)
-	// HandleStatusUpdate stores a status an agent reported. An error reaches
-	// the agent, whose publish fails (a gRPC status error keeps its code).
+	// HandleStatusUpdate stores a status an agent reported, or carries out
+	// an agent's spec request (a create_request or update_request of a
+	// resource the agent itself writes, as an OCM agent creates its
+	// ManagedCluster and renews its Lease): every event of the Service's
+	// data type an agent publishes but its resync requests. ctx carries
+	// the agent's verified identity (IdentityFrom). An error reaches the
+	// agent, whose publish fails (a gRPC status error keeps its code).
 	HandleStatusUpdate(ctx context.Context, evt *cloudevents.Event) error
 	// RegisterHandler registers handler to be told of every change of the
 	// Service's resources. Every replica of the server registers one, so a
 	// Service must support several.
 	RegisterHandler(handler EventHandler)
+}
+
+// RequireStatusUpdate returns nil for a status update_request, and else an
+// InvalidArgument error naming what evt is: for a Service whose agents
+// write nothing but statuses.
+func RequireStatusUpdate(evt *cloudevents.Event) error {
+	et, err := types.ParseEventType(evt.Type())
+	if err != nil {
+		return status.Errorf(codes.InvalidArgument, "event %s: %v", evt.ID(), err)
+	}
+	if et.SubResource != types.SubResourceStatus || et.Action != types.UpdateRequest {
+		return status.Errorf(codes.InvalidArgument, "event %s is a %s.%s: agents publish only status update requests of %s", evt.ID(), et.SubResource, et.Action, et.DataType)
+	}
+	return nil
 }
 
 // ListOptions selects resources of a Service.

@@ -1,0 +1,88 @@
+package server_test
+
+import (
+	"context"
+	"sync"
+	"testing"
+
+	cloudevents "github.com/cloudevents/sdk-go/v2"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/workwire/sdk-go/generic/types"
+	"github.com/workwire/sdk-go/options"
+	"github.com/workwire/sdk-go/options/grpc/server"
+)
+
+// requestService is a Service whose agents write specs of their own: it
+// records each event with the identity that published it.
+type requestService struct {
+	*server.MemoryService
+	mu   sync.Mutex
+	got  []*cloudevents.Event
+	from []server.Identity
+}
+
+func (s *requestService) HandleStatusUpdate(ctx context.Context, evt *cloudevents.Event) error {
+	id, ok := server.IdentityFrom(ctx)
+	if !ok {
+		return status.Error(codes.Internal, "no identity in the Service's context")
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.got, s.from = append(s.got, evt), append(s.from, id)
+	return nil
+}
+
+// An agent's spec request of a data type a Service owns (an OCM agent
+// creating its ManagedCluster, renewing its Lease) goes to the Service,
+// with the agent's verified identity, and is authorized as the agent of
+// the cluster it names: for its own cluster only.
+func TestAnAgentsSpecRequestGoesToItsService(t *testing.T) {
+	svc := &requestService{MemoryService: server.NewMemoryService(dataType)}
+	b := newSecureBroker(t, server.WithService(dataType, svc))
+	agent := b.agent(t, "agent-cluster1")
+	mustStart(t, agent, options.AgentSubscriptions("cluster1", []string{dataType}))
+
+	create := event("join", "spec.create_request", map[string]string{types.ExtClusterName: "cluster1"})
+	create.SetSource("cluster1-agent")
+	if err := send(agent, options.Route{Role: options.RoleSpec, Source: "cluster1-agent", Cluster: "cluster1"}, create); err != nil {
+		t.Fatalf("cluster1's agent asking to create a resource of its cluster: %v", err)
+	}
+	other := event("steal", "spec.update_request", map[string]string{types.ExtClusterName: "cluster2"})
+	other.SetSource("cluster1-agent")
+	err := send(agent, options.Route{Role: options.RoleSpec, Source: "cluster1-agent", Cluster: "cluster2"}, other)
+	if status.Code(err) != codes.PermissionDenied {
+		t.Errorf("cluster1's agent asking to update a resource of cluster2: %v, want PermissionDenied", err)
+	}
+
+	svc.mu.Lock()
+	defer svc.mu.Unlock()
+	if len(svc.got) != 1 || svc.got[0].ID() != "join" {
+		t.Fatalf("the Service got %d events, want the create request alone", len(svc.got))
+	}
+	if svc.from[0].User != "agent-cluster1" {
+		t.Errorf("the Service was told the request came from %q, want the certificate's agent-cluster1", svc.from[0].User)
+	}
+}
+
+// A Service whose agents write only statuses refuses anything else an
+// agent publishes, and keeps nothing of it.
+func TestAStatusOnlyServiceRefusesASpecRequest(t *testing.T) {
+	svc := server.NewMemoryService(dataType)
+	b := newSecureBroker(t, server.WithService(dataType, svc))
+	ctx := context.Background()
+	if err := svc.Put(ctx, specFromService("r-spec", "cluster1", 1)); err != nil {
+		t.Fatal(err)
+	}
+	agent := b.agent(t, "agent-cluster1")
+	mustStart(t, agent, options.AgentSubscriptions("cluster1", []string{dataType}))
+	forged := event("spec", "spec.update_request", map[string]string{types.ExtClusterName: "cluster1"})
+	err := send(agent, options.Route{Role: options.RoleSpec, Source: "cluster1-agent", Cluster: "cluster1"}, forged)
+	if status.Code(err) != codes.InvalidArgument {
+		t.Errorf("an agent's spec request to a status-only Service: %v, want InvalidArgument", err)
+	}
+	if st, ok := svc.Status("r-spec"); ok {
+		t.Errorf("the Service kept a status from the refused request: %v", st)
+	}
+}
