@@ -54,6 +54,10 @@ func TestImportsPointDown(t *testing.T) {
 		// The engine is generic over the type: it knows no transport and
 		// no drop-in clientset built on it.
 		{module + "/internal/engine", append([]string{module + "/options/", module + "/work"}, brokers...), nil},
+		// The registration Services serve the gRPC broker: they link
+		// neither another transport nor ManifestWork's clientset.
+		{module + "/registration/kubeservice", []string{module + "/work", module + "/options/mqtt", module + "/options/kafka",
+			"github.com/eclipse/paho.golang", "github.com/IBM/sarama", "github.com/twmb/franz-go"}, nil},
 	}
 	for _, tt := range tests {
 		t.Run(tt.pkg, func(t *testing.T) {

@@ -1,0 +1,232 @@
+package codec
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"reflect"
+	"strconv"
+	"strings"
+	"time"
+
+	cloudevents "github.com/cloudevents/sdk-go/v2"
+	"github.com/google/uuid"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	kubetypes "k8s.io/apimachinery/pkg/types"
+
+	"github.com/workwire/sdk-go/generic/types"
+)
+
+// KubeCodec carries a Kubernetes object the way OCM's registration does
+// (seed 004: ManagedClusters, CSRs, Leases, Events, add-ons), so that
+// OCM's agents and hubs read what it writes. It differs from ObjectCodec
+// where OCM's wire does:
+//   - the version is the object's resourceVersion (a decimal string, as
+//     the kube-apiserver gives it), not its generation: a CSR's certificate
+//     or a Lease's renewal changes no generation;
+//   - resourceid is the UID, absent while the object has none (an agent's
+//     create_request of what the hub has not stored yet);
+//   - clustername is what clusterOf says the object belongs to (a
+//     ManagedCluster's name, a CSR's cluster label, a Lease's namespace),
+//     and originalsource is always present, empty;
+//   - every event carries the whole object, status included, except a
+//     deletion, which carries no data: its deletiontimestamp, resourceid
+//     and resourceversion say it all.
+//
+// It is goroutine-safe.
+type KubeCodec[T Object] struct {
+	gvk       schema.GroupVersionKind
+	dataType  types.DataType
+	newT      func() T
+	clusterOf func(T) string
+	noun      string
+}
+
+// NewKubeCodec returns the codec of T, whose group, version and kind gvk
+// gives and whose plural resource name is resource; clusterOf names the
+// cluster an object belongs to. T is a pointer to a struct that embeds
+// metav1.TypeMeta and metav1.ObjectMeta.
+func NewKubeCodec[T Object](gvk schema.GroupVersionKind, resource string, clusterOf func(T) string) (*KubeCodec[T], error) {
+	var zero T
+	typ := reflect.TypeOf(zero)
+	if typ == nil || typ.Kind() != reflect.Pointer || typ.Elem().Kind() != reflect.Struct {
+		return nil, fmt.Errorf("kube codec: %v: want a pointer to a struct", typ)
+	}
+	if clusterOf == nil {
+		return nil, fmt.Errorf("kube codec of %v: clusterOf is nil", gvk)
+	}
+	dt := types.DataType{Group: gvk.Group, Version: gvk.Version, Resource: resource}
+	if err := dt.Validate(); err != nil {
+		return nil, fmt.Errorf("kube codec of %v: data type %q: %w", gvk, dt, err)
+	}
+	return &KubeCodec[T]{gvk: gvk, dataType: dt, clusterOf: clusterOf, noun: strings.ToLower(gvk.Kind),
+		newT: func() T { return reflect.New(typ.Elem()).Interface().(T) }}, nil
+}
+
+// DataType returns the data type the codec encodes and decodes.
+func (c *KubeCodec[T]) DataType() types.DataType { return c.dataType }
+
+// ClusterOf returns the cluster obj belongs to.
+func (c *KubeCodec[T]) ClusterOf(obj T) string { return c.clusterOf(obj) }
+
+// Encode returns the event of type t for obj, from source.
+func (c *KubeCodec[T]) Encode(source string, t types.EventType, obj T) (*cloudevents.Event, error) {
+	evt, err := c.encode(source, t, obj)
+	if err != nil {
+		e := newError("encode", t.String(), "", "", err)
+		if any(obj) != nil && !reflect.ValueOf(obj).IsNil() {
+			e.Work = obj.GetNamespace() + "/" + obj.GetName()
+		}
+		e.noun = c.noun
+		return nil, e
+	}
+	return evt, nil
+}
+
+func (c *KubeCodec[T]) encode(source string, t types.EventType, obj T) (*cloudevents.Event, error) {
+	if any(obj) == nil || reflect.ValueOf(obj).IsNil() {
+		return nil, errors.New("object is nil")
+	}
+	if err := checkType(c.dataType, t); err != nil {
+		return nil, err
+	}
+	if source == "" {
+		return nil, errors.New("source is empty")
+	}
+	cluster := c.clusterOf(obj)
+	if cluster == "" {
+		return nil, atField("clustername", fmt.Errorf("the %s names no cluster", c.noun))
+	}
+	version, err := kubeVersion(obj.GetResourceVersion())
+	if err != nil {
+		return nil, atField("metadata.resourceVersion", err)
+	}
+	t.DataType = c.dataType
+	evt := cloudevents.NewEvent()
+	evt.SetID(uuid.NewString())
+	evt.SetSource(source)
+	evt.SetType(t.String())
+	evt.SetTime(time.Now())
+	evt.SetExtension(types.ExtClusterName, cluster)
+	evt.SetExtension(types.ExtOriginalSource, "")
+	if uid := obj.GetUID(); uid != "" {
+		evt.SetExtension(types.ExtResourceID, string(uid))
+	}
+	if version != "" {
+		evt.SetExtension(types.ExtResourceVersion, version)
+	}
+	if ts := obj.GetDeletionTimestamp(); ts != nil {
+		types.SetTimeExtension(&evt, types.ExtDeletionTimestamp, ts.Time)
+		return &evt, nil
+	}
+	payload := reflect.New(reflect.TypeOf(obj).Elem()).Interface().(T)
+	reflect.ValueOf(payload).Elem().Set(reflect.ValueOf(obj).Elem())
+	payload.GetObjectKind().SetGroupVersionKind(c.gvk)
+	data, err := json.Marshal(payload)
+	if err != nil {
+		return nil, atField("data", err)
+	}
+	if err := evt.SetData(cloudevents.ApplicationJSON, data); err != nil {
+		return nil, atField("data", err)
+	}
+	return &evt, nil
+}
+
+// kubeVersion checks a resourceVersion is what a kube-apiserver gives (a
+// decimal number, or empty before it stored the object): OCM's peers
+// compare versions as numbers.
+func kubeVersion(rv string) (string, error) {
+	if rv == "" {
+		return "", nil
+	}
+	if n, err := strconv.ParseInt(rv, 10, 64); err != nil || n < 0 {
+		return "", fmt.Errorf("%q is not a non-negative decimal number", rv)
+	}
+	return rv, nil
+}
+
+// Decode returns the object evt carries: the whole object, or of a
+// deletion with no data, its UID, resourceVersion and deletion time.
+func (c *KubeCodec[T]) Decode(evt *cloudevents.Event) (T, error) {
+	obj, err := c.decode(evt)
+	if err != nil {
+		var zero T
+		var typ, id string
+		if evt != nil && evt.Context != nil && !reflect.ValueOf(evt.Context).IsNil() {
+			typ, id = evt.Type(), evt.ID()
+		}
+		e := newError("decode", typ, id, "", err)
+		e.noun = c.noun
+		return zero, e
+	}
+	return obj, nil
+}
+
+func (c *KubeCodec[T]) decode(evt *cloudevents.Event) (T, error) {
+	var zero T
+	if evt == nil {
+		return zero, errors.New("event is nil")
+	}
+	if evt.Context == nil || reflect.ValueOf(evt.Context).IsNil() {
+		return zero, errors.New("event has no context")
+	}
+	t, err := types.ParseEventType(evt.Type())
+	if err != nil {
+		return zero, atField("type", err)
+	}
+	if err := checkType(c.dataType, t); err != nil {
+		return zero, err
+	}
+	id, _, err := types.StringExtension(evt, types.ExtResourceID)
+	if err != nil {
+		return zero, err
+	}
+	version, _, err := types.StringExtension(evt, types.ExtResourceVersion)
+	if err != nil {
+		return zero, err
+	}
+	if version, err = kubeVersion(version); err != nil {
+		return zero, atField("extension \"resourceversion\"", err)
+	}
+	deleted, isDeletion, err := types.TimeExtension(evt, types.ExtDeletionTimestamp)
+	if err != nil {
+		return zero, err
+	}
+	obj := c.newT()
+	data := bytes.TrimSpace(evt.Data())
+	if len(data) == 0 || string(data) == "null" {
+		if !isDeletion {
+			return zero, atField("data", fmt.Errorf("missing (only a deletion carries no %s)", c.noun))
+		}
+		if id == "" {
+			return zero, atField("extension \"resourceid\"", errors.New("missing from a deletion, which names its object by it"))
+		}
+		obj.GetObjectKind().SetGroupVersionKind(c.gvk)
+		obj.SetUID(kubetypes.UID(id))
+		obj.SetResourceVersion(version)
+		obj.SetDeletionTimestamp(&metav1.Time{Time: deleted})
+		return obj, nil
+	}
+	if err := json.Unmarshal(data, obj); err != nil {
+		return zero, atField("data", jsonError(err))
+	}
+	if gvk := obj.GetObjectKind().GroupVersionKind(); !gvk.Empty() && gvk != c.gvk {
+		return zero, atField("data", fmt.Errorf("apiVersion %q and kind %q, want %q and %q", gvk.GroupVersion(), gvk.Kind, c.gvk.GroupVersion(), c.gvk.Kind))
+	}
+	obj.GetObjectKind().SetGroupVersionKind(c.gvk)
+	if id != "" && obj.GetUID() != "" && string(obj.GetUID()) != id {
+		return zero, atField("extension \"resourceid\"", fmt.Errorf("%q, but the %s's uid is %q", id, c.noun, obj.GetUID()))
+	}
+	if id != "" {
+		obj.SetUID(kubetypes.UID(id))
+	}
+	if _, err := kubeVersion(obj.GetResourceVersion()); err != nil {
+		return zero, atField("data: metadata.resourceVersion", err)
+	}
+	if isDeletion && obj.GetDeletionTimestamp() == nil {
+		obj.SetDeletionTimestamp(&metav1.Time{Time: deleted})
+	}
+	return obj, nil
+}

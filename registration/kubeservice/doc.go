@@ -1,0 +1,22 @@
+// Package kubeservice holds the gRPC server's Services (server.Service) of
+// the types registration carries (seed 004), over a kube-apiserver: hub
+// controllers keep using the kube-apiserver unchanged, and the server
+// translates between it and the agents' events, on OCM's wire (see
+// codec.KubeCodec), so OCM's own agents join through it too.
+//
+// Each type has a policy of what an agent may ask (the constructors say
+// which), always for its own cluster only: the object must belong to the
+// cluster the event names, for which the server authorized the agent.
+//
+//   - ManagedClusters: create its cluster, update its status.
+//   - CertificateSigningRequests: create one for a client certificate of
+//     its cluster, signed by GRPCSigner; the Service records the agent's
+//     verified user in CSRUserAnnotation, which approvers decide on.
+//   - Leases: renew those of its namespace.
+//   - Events: create them, update their series.
+//   - ManagedClusterAddOns: update their status.
+//
+// Anything else is refused with a Kubernetes error the agent reads as one:
+// the server returns it as OCM's agents expect (FailedPrecondition carrying
+// the status as JSON).
+package kubeservice

@@ -1,0 +1,173 @@
+package kubeservice
+
+import (
+	"context"
+	"fmt"
+
+	certificatesv1 "k8s.io/api/certificates/v1"
+	coordinationv1 "k8s.io/api/coordination/v1"
+	eventsv1 "k8s.io/api/events/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	certinformers "k8s.io/client-go/informers/certificates/v1"
+	coordinationinformers "k8s.io/client-go/informers/coordination/v1"
+	"k8s.io/client-go/kubernetes"
+	addonv1alpha1 "open-cluster-management.io/api/addon/v1alpha1"
+	addonclient "open-cluster-management.io/api/client/addon/clientset/versioned"
+	addoninformers "open-cluster-management.io/api/client/addon/informers/externalversions/addon/v1alpha1"
+	clusterclient "open-cluster-management.io/api/client/cluster/clientset/versioned"
+	clusterinformers "open-cluster-management.io/api/client/cluster/informers/externalversions/cluster/v1"
+	clusterv1 "open-cluster-management.io/api/cluster/v1"
+
+	"github.com/workwire/sdk-go/codec"
+	"github.com/workwire/sdk-go/generic/types"
+	"github.com/workwire/sdk-go/options/grpc/server"
+)
+
+// Labels and annotations of OCM's registration.
+const (
+	// ClusterNameLabel names the cluster a CSR is for.
+	ClusterNameLabel = clusterv1.ClusterNameLabelKey
+	// ClusterSetLabel puts a cluster in a cluster set; the hub sets it,
+	// never the agent.
+	ClusterSetLabel = "cluster.open-cluster-management.io/clusterset"
+)
+
+// The codecs of the types registration carries, with OCM's data types.
+var (
+	ManagedClusterCodec = mustCodec(schema.GroupVersionKind{Group: clusterv1.GroupName, Version: "v1", Kind: "ManagedCluster"}, "managedclusters",
+		func(c *clusterv1.ManagedCluster) string { return c.Name })
+	CSRCodec = mustCodec(certificatesv1.SchemeGroupVersion.WithKind("CertificateSigningRequest"), "certificatesigningrequests",
+		func(c *certificatesv1.CertificateSigningRequest) string { return c.Labels[ClusterNameLabel] })
+	LeaseCodec = mustCodec(coordinationv1.SchemeGroupVersion.WithKind("Lease"), "leases",
+		func(l *coordinationv1.Lease) string { return l.Namespace })
+	EventCodec = mustCodec(eventsv1.SchemeGroupVersion.WithKind("Event"), "events",
+		func(e *eventsv1.Event) string { return e.Namespace })
+	AddOnCodec = mustCodec(schema.GroupVersionKind{Group: addonv1alpha1.GroupName, Version: "v1alpha1", Kind: "ManagedClusterAddOn"}, "managedclusteraddons",
+		func(a *addonv1alpha1.ManagedClusterAddOn) string { return a.Namespace })
+)
+
+func mustCodec[T codec.Object](gvk schema.GroupVersionKind, resource string, clusterOf func(T) string) *codec.KubeCodec[T] {
+	c, err := codec.NewKubeCodec(gvk, resource, clusterOf)
+	if err != nil {
+		panic(err)
+	}
+	return c
+}
+
+// notAllowed is the error of a request the type's policy does not allow.
+func notAllowed(dt types.DataType, t types.EventType) error {
+	return apierrors.NewMethodNotSupported(schema.GroupResource{Group: dt.Group, Resource: dt.Resource}, fmt.Sprintf("%s.%s from an agent", t.SubResource, t.Action))
+}
+
+// NewManagedClusters returns the Service of ManagedClusters. An agent may
+// create its cluster (spec create_request; the hub decides its cluster
+// set, so a clusterset label it sends is dropped) and update its status;
+// nothing else, so it never changes what the hub decides (whether the hub
+// accepts it, its taints).
+func NewManagedClusters(client clusterclient.Interface, informer clusterinformers.ManagedClusterInformer, sourceID string, opts ...Option) (*Service[*clusterv1.ManagedCluster], error) {
+	if client == nil || informer == nil {
+		return nil, fmt.Errorf("new managed cluster service: client and informer are required")
+	}
+	clusters := client.ClusterV1().ManagedClusters()
+	return newService(ManagedClusterCodec, sourceID, informer.Informer(), func(ctx context.Context, _ server.Identity, t types.EventType, c *clusterv1.ManagedCluster) error {
+		switch {
+		case t.SubResource == types.SubResourceSpec && t.Action == types.CreateRequest:
+			create := &clusterv1.ManagedCluster{ObjectMeta: creatable(c.ObjectMeta), Spec: c.Spec}
+			delete(create.Labels, ClusterSetLabel)
+			_, err := clusters.Create(ctx, create, metav1.CreateOptions{})
+			return err
+		case t.SubResource == types.SubResourceStatus && t.Action == types.UpdateRequest:
+			_, err := clusters.UpdateStatus(ctx, c, metav1.UpdateOptions{})
+			return err
+		}
+		return notAllowed(ManagedClusterCodec.DataType(), t)
+	}, opts)
+}
+
+// creatable is what an agent's object keeps for a create: its name, labels
+// and annotations; what the kube-apiserver assigns it assigns anew.
+func creatable(m metav1.ObjectMeta) metav1.ObjectMeta {
+	return metav1.ObjectMeta{Name: m.Name, GenerateName: m.GenerateName, Namespace: m.Namespace, Labels: m.Labels, Annotations: m.Annotations}
+}
+
+// NewLeases returns the Service of Leases. An agent may renew the leases of
+// its cluster's namespace (spec update_request, with the resourceVersion
+// it read: a stale one is a Conflict), nothing else.
+func NewLeases(client kubernetes.Interface, informer coordinationinformers.LeaseInformer, sourceID string, opts ...Option) (*Service[*coordinationv1.Lease], error) {
+	if client == nil || informer == nil {
+		return nil, fmt.Errorf("new lease service: client and informer are required")
+	}
+	return newService(LeaseCodec, sourceID, informer.Informer(), func(ctx context.Context, _ server.Identity, t types.EventType, l *coordinationv1.Lease) error {
+		if t.SubResource != types.SubResourceSpec || t.Action != types.UpdateRequest {
+			return notAllowed(LeaseCodec.DataType(), t)
+		}
+		_, err := client.CoordinationV1().Leases(l.Namespace).Update(ctx, l, metav1.UpdateOptions{})
+		return err
+	}, opts)
+}
+
+// NewEvents returns the Service of Events (events.k8s.io/v1). An agent may
+// create events in its cluster's namespace and update a series of one
+// (OCM's agents send the series alone); the hub sends none down.
+func NewEvents(client kubernetes.Interface, sourceID string, opts ...Option) (*Service[*eventsv1.Event], error) {
+	if client == nil {
+		return nil, fmt.Errorf("new event service: client is required")
+	}
+	return newService(EventCodec, sourceID, nil, func(ctx context.Context, _ server.Identity, t types.EventType, e *eventsv1.Event) error {
+		events := client.EventsV1().Events(e.Namespace)
+		switch {
+		case t.SubResource == types.SubResourceSpec && t.Action == types.CreateRequest:
+			create := e.DeepCopy()
+			create.ObjectMeta = creatable(e.ObjectMeta)
+			_, err := events.Create(ctx, create, metav1.CreateOptions{})
+			return err
+		case t.SubResource == types.SubResourceSpec && t.Action == types.UpdateRequest:
+			cur, err := events.Get(ctx, e.Name, metav1.GetOptions{})
+			if apierrors.IsNotFound(err) {
+				return nil // a series of an event that expired: nothing to count on
+			}
+			if err != nil {
+				return err
+			}
+			cur.Series = e.Series
+			_, err = events.Update(ctx, cur, metav1.UpdateOptions{})
+			return err
+		}
+		return notAllowed(EventCodec.DataType(), t)
+	}, opts)
+}
+
+// NewAddOns returns the Service of ManagedClusterAddOns. An agent may
+// update the status of its cluster's add-ons, nothing else.
+func NewAddOns(client addonclient.Interface, informer addoninformers.ManagedClusterAddOnInformer, sourceID string, opts ...Option) (*Service[*addonv1alpha1.ManagedClusterAddOn], error) {
+	if client == nil || informer == nil {
+		return nil, fmt.Errorf("new add-on service: client and informer are required")
+	}
+	return newService(AddOnCodec, sourceID, informer.Informer(), func(ctx context.Context, _ server.Identity, t types.EventType, a *addonv1alpha1.ManagedClusterAddOn) error {
+		if t.SubResource != types.SubResourceStatus || t.Action != types.UpdateRequest {
+			return notAllowed(AddOnCodec.DataType(), t)
+		}
+		_, err := client.AddonV1alpha1().ManagedClusterAddOns(a.Namespace).UpdateStatus(ctx, a, metav1.UpdateOptions{})
+		return err
+	}, opts)
+}
+
+// NewCSRs returns the Service of CertificateSigningRequests: see csr.go.
+func NewCSRs(client kubernetes.Interface, informer certinformers.CertificateSigningRequestInformer, sourceID string, opts ...Option) (*Service[*certificatesv1.CertificateSigningRequest], error) {
+	if client == nil || informer == nil {
+		return nil, fmt.Errorf("new CSR service: client and informer are required")
+	}
+	return newService(CSRCodec, sourceID, informer.Informer(), func(ctx context.Context, id server.Identity, t types.EventType, csr *certificatesv1.CertificateSigningRequest) error {
+		if t.SubResource != types.SubResourceSpec || t.Action != types.CreateRequest {
+			return notAllowed(CSRCodec.DataType(), t)
+		}
+		create, err := csrToCreate(csr, id)
+		if err != nil {
+			return err
+		}
+		_, err = client.CertificatesV1().CertificateSigningRequests().Create(ctx, create, metav1.CreateOptions{})
+		return err
+	}, opts)
+}
