@@ -124,7 +124,7 @@ func FuzzPublishRoute(f *testing.F) {
 
 // checkPublish publishes req to a fresh server, as FuzzPublish describes.
 func checkPublish(t *testing.T, req *protocol.PublishRequest) {
-	route, dt, routeErr := publishRoute(req)
+	route, dt, routeErr := (&Server{}).publishRoute(req) // no Service: the route is the attributes'
 	if routeErr != nil {
 		if c := status.Code(routeErr); c != codes.InvalidArgument {
 			t.Fatalf("publishRoute refused with %v, want InvalidArgument: %v", c, routeErr)

@@ -302,18 +302,12 @@ func (in *instance) Publish(ctx context.Context, req *protocol.PublishRequest) (
 	if err != nil {
 		return nil, err
 	}
-	route, dt, err := publishRoute(req)
+	route, dt, err := s.publishRoute(req)
 	if err != nil {
 		return nil, err
 	}
 	pbe := req.GetEvent()
 	et, _ := types.ParseEventType(pbe.GetType()) // publishRoute parsed it
-	if route.Role == options.RoleSpec && s.serviceFor(dt) != nil {
-		// A Service is the source of its data type: a spec event of it is
-		// an agent's request (to create its ManagedCluster, renew its
-		// Lease), which travels as a status does, to the Service.
-		route = options.Route{Role: options.RoleStatus, Source: s.sourceID, Cluster: route.Cluster}
-	}
 	if err := s.authorize(ctx, id, Request{Verb: VerbPublish, Role: route.Role, Source: route.Source, Cluster: route.Cluster,
 		DataType: label(dt), SubResource: et.SubResource, Action: et.Action}); err != nil {
 		return nil, err
@@ -350,7 +344,13 @@ func (in *instance) Publish(ctx context.Context, req *protocol.PublishRequest) (
 // type and attributes give that names every ID its role needs. It returns
 // the route and the event's data type (zero when its type names none). Its
 // errors are InvalidArgument status errors.
-func publishRoute(req *protocol.PublishRequest) (options.Route, types.DataType, error) {
+//
+// A Service is the source of its data type, so what an agent publishes of
+// it is addressed to the Service: a status that names no source (OCM's
+// agents leave originalsource empty for the types registration carries),
+// and a spec event, which is an agent's request (to create its
+// ManagedCluster, renew its Lease) and travels as a status does.
+func (s *Server) publishRoute(req *protocol.PublishRequest) (options.Route, types.DataType, error) {
 	pbe := req.GetEvent()
 	if pbe == nil {
 		return options.Route{}, types.DataType{}, status.Error(codes.InvalidArgument, "publish request without an event")
@@ -370,10 +370,19 @@ func publishRoute(req *protocol.PublishRequest) (options.Route, types.DataType, 
 	if err != nil {
 		return options.Route{}, types.DataType{}, status.Errorf(codes.InvalidArgument, "event %s: its type and attributes give no route: %v", pbe.GetId(), err)
 	}
+	dt := eventDataType(pbe.GetType())
+	if !dt.IsZero() && s.serviceFor(dt) != nil {
+		switch {
+		case route.Role == options.RoleSpec:
+			route = options.Route{Role: options.RoleStatus, Source: s.sourceID, Cluster: route.Cluster}
+		case route.Role == options.RoleStatus && route.Source == "":
+			route.Source = s.sourceID
+		}
+	}
 	if err := route.Validate(); err != nil {
 		return options.Route{}, types.DataType{}, status.Errorf(codes.InvalidArgument, "event %s: %v", pbe.GetId(), err)
 	}
-	return route, eventDataType(pbe.GetType()), nil
+	return route, dt, nil
 }
 
 // publishToService gives a Service what is addressed to it: status for this
