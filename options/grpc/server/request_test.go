@@ -4,13 +4,18 @@ import (
 	"context"
 	"sync"
 	"testing"
+	"time"
 
 	cloudevents "github.com/cloudevents/sdk-go/v2"
+	grpclib "google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
 	"github.com/workwire/sdk-go/generic/types"
 	"github.com/workwire/sdk-go/options"
+	"github.com/workwire/sdk-go/options/grpc/grpctest"
+	"github.com/workwire/sdk-go/options/grpc/protocol"
 	"github.com/workwire/sdk-go/options/grpc/server"
 )
 
@@ -84,5 +89,33 @@ func TestAStatusOnlyServiceRefusesASpecRequest(t *testing.T) {
 	}
 	if st, ok := svc.Status("r-spec"); ok {
 		t.Errorf("the Service kept a status from the refused request: %v", st)
+	}
+}
+
+// OCM's agents name no originalsource on the statuses of the types
+// registration carries: such a status of a Service's data type is the
+// Service's (without a Service it has no route: TestPublishWithoutARoute).
+func TestAStatusNamingNoSourceGoesToItsService(t *testing.T) {
+	svc := &requestService{MemoryService: server.NewMemoryService(dataType)}
+	srv := grpctest.NewServer(t, server.WithService(dataType, svc))
+	conn, err := grpclib.NewClient(srv.Addr(), grpclib.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	evt := event("report", "status.update_request", map[string]string{types.ExtClusterName: "cluster1", types.ExtOriginalSource: ""})
+	pbe, err := protocol.ToProto(evt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := protocol.NewCloudEventServiceClient(conn).Publish(ctx, &protocol.PublishRequest{Event: pbe}); err != nil {
+		t.Fatalf("a status naming no source: %v", err)
+	}
+	svc.mu.Lock()
+	defer svc.mu.Unlock()
+	if len(svc.got) != 1 || svc.got[0].ID() != "report" {
+		t.Errorf("the Service got %d events, want the status", len(svc.got))
 	}
 }
