@@ -2,12 +2,6 @@ package interop
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
 	"fmt"
 	"os"
 	"testing"
@@ -216,21 +210,11 @@ func within(t *testing.T, what string, cond func() bool) {
 // request for its agent name in the cluster's groups.
 func agentCSR(t *testing.T, cluster, agent string) *certificatesv1.CertificateSigningRequest {
 	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	der, err := x509.CreateCertificateRequest(rand.Reader, &x509.CertificateRequest{Subject: pkix.Name{
-		CommonName:   kubeservice.AgentCommonNamePrefix + cluster + ":" + agent,
-		Organization: []string{kubeservice.AgentCommonNamePrefix + cluster, kubeservice.ManagedClustersGroup},
-	}}, key)
-	if err != nil {
-		t.Fatal(err)
-	}
 	return &certificatesv1.CertificateSigningRequest{
 		ObjectMeta: metav1.ObjectMeta{GenerateName: cluster + "-", Labels: map[string]string{kubeservice.ClusterNameLabel: cluster}},
 		Spec: certificatesv1.CertificateSigningRequestSpec{
-			Request:    pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE REQUEST", Bytes: der}),
+			Request: testcerts.CertificateRequest(t, kubeservice.AgentCommonNamePrefix+cluster+":"+agent,
+				kubeservice.AgentCommonNamePrefix+cluster, kubeservice.ManagedClustersGroup),
 			SignerName: kubeservice.GRPCSigner,
 			Usages:     []certificatesv1.KeyUsage{certificatesv1.UsageDigitalSignature, certificatesv1.UsageKeyEncipherment, certificatesv1.UsageClientAuth},
 		},

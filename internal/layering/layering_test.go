@@ -54,9 +54,9 @@ func TestImportsPointDown(t *testing.T) {
 		// The engine is generic over the type: it knows no transport and
 		// no drop-in clientset built on it.
 		{module + "/internal/engine", append([]string{module + "/options/", module + "/work"}, brokers...), nil},
-		// The registration Services serve the gRPC broker: they link
+		// Registration's hub side serves the gRPC broker: it links
 		// neither another transport nor ManifestWork's clientset.
-		{module + "/registration/kubeservice", []string{module + "/work", module + "/options/mqtt", module + "/options/kafka",
+		{module + "/registration/...", []string{module + "/work", module + "/options/mqtt", module + "/options/kafka",
 			"github.com/eclipse/paho.golang", "github.com/IBM/sarama", "github.com/twmb/franz-go"}, nil},
 	}
 	for _, tt := range tests {

@@ -136,3 +136,26 @@ func newKey(t testing.TB) *ecdsa.PrivateKey {
 	}
 	return key
 }
+
+// CertificateRequest returns a PEM certificate request of a fresh key for
+// common name cn in groups orgs, as an agent sends one in a CSR.
+func CertificateRequest(t testing.TB, cn string, orgs ...string) []byte {
+	t.Helper()
+	der, err := x509.CreateCertificateRequest(rand.Reader, &x509.CertificateRequest{
+		Subject: pkix.Name{CommonName: cn, Organization: orgs},
+	}, newKey(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE REQUEST", Bytes: der})
+}
+
+// KeyPEM returns the CA's private key in PEM.
+func (ca *CA) KeyPEM(t testing.TB) []byte {
+	t.Helper()
+	der, err := x509.MarshalECPrivateKey(ca.Key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: der})
+}

@@ -1,0 +1,232 @@
+// Package signer signs the client certificates of agents that join over
+// gRPC (seed 004): a hub controller that watches CertificateSigningRequests
+// of signer kubeservice.GRPCSigner and, once another actor approved one,
+// issues its certificate with the hub's CA. Approving stays with that other
+// actor; an optional auto-approver approves the requests of named users
+// (bootstrap identities), off by default.
+package signer
+
+import (
+	"context"
+	"crypto"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"math/big"
+	"slices"
+	"time"
+
+	"github.com/go-logr/logr"
+	certificatesv1 "k8s.io/api/certificates/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	certinformers "k8s.io/client-go/informers/certificates/v1"
+	"k8s.io/client-go/kubernetes"
+	certlisters "k8s.io/client-go/listers/certificates/v1"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/util/workqueue"
+
+	"github.com/workwire/sdk-go/registration/kubeservice"
+)
+
+// DefaultValidity is how long a certificate is valid unless the request
+// asks for less (spec.expirationSeconds) or Options say otherwise.
+const DefaultValidity = 30 * 24 * time.Hour
+
+// Options configure a Signer.
+type Options struct {
+	// Validity of the certificates it issues; 0: DefaultValidity. A
+	// request's spec.expirationSeconds shortens it, never lengthens it.
+	Validity time.Duration
+	// AutoApprove names the users (the CSR's kubeservice.CSRUserAnnotation,
+	// which the CSR Service sets from the verified identity) whose requests
+	// the Signer approves itself. Empty: it approves none.
+	AutoApprove []string
+	// Logger; default: discard.
+	Logger logr.Logger
+}
+
+// Signer issues certificates for approved requests. Run it on every
+// replica of the hub or on one: issuing is idempotent (a request that has
+// its certificate is left alone, and a lost race is a Conflict it drops).
+type Signer struct {
+	client   kubernetes.Interface
+	lister   certlisters.CertificateSigningRequestLister
+	informer cache.SharedIndexInformer
+	ca       *x509.Certificate
+	key      crypto.Signer
+	opts     Options
+	queue    workqueue.TypedRateLimitingInterface[string]
+}
+
+// New returns a Signer over client and informer, issuing with the CA whose
+// certificate and key are the PEM pair caCert and caKey.
+func New(client kubernetes.Interface, informer certinformers.CertificateSigningRequestInformer, caCert, caKey []byte, opts Options) (*Signer, error) {
+	if client == nil || informer == nil {
+		return nil, errors.New("new signer: client and informer are required")
+	}
+	pair, err := tls.X509KeyPair(caCert, caKey)
+	if err != nil {
+		return nil, fmt.Errorf("new signer: CA: %w", err)
+	}
+	ca, err := x509.ParseCertificate(pair.Certificate[0])
+	if err != nil {
+		return nil, fmt.Errorf("new signer: CA: %w", err)
+	}
+	if !ca.IsCA {
+		return nil, fmt.Errorf("new signer: CA %q is not a CA certificate", ca.Subject.CommonName)
+	}
+	key, ok := pair.PrivateKey.(crypto.Signer)
+	if !ok {
+		return nil, errors.New("new signer: CA key cannot sign")
+	}
+	if opts.Validity < 0 {
+		return nil, fmt.Errorf("new signer: negative validity %v", opts.Validity)
+	}
+	if opts.Validity == 0 {
+		opts.Validity = DefaultValidity
+	}
+	if opts.Logger.GetSink() == nil {
+		opts.Logger = logr.Discard()
+	}
+	s := &Signer{client: client, lister: informer.Lister(), informer: informer.Informer(), ca: ca, key: key, opts: opts,
+		queue: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
+			workqueue.TypedRateLimitingQueueConfig[string]{Name: "workwire-grpc-signer"})}
+	if _, err := s.informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    s.enqueue,
+		UpdateFunc: func(_, obj any) { s.enqueue(obj) },
+	}); err != nil {
+		return nil, fmt.Errorf("new signer: %w", err)
+	}
+	return s, nil
+}
+
+func (s *Signer) enqueue(obj any) {
+	if csr, ok := obj.(*certificatesv1.CertificateSigningRequest); ok && csr.Spec.SignerName == kubeservice.GRPCSigner {
+		s.queue.Add(csr.Name)
+	}
+}
+
+// Run handles requests until ctx ends. Start the informer's factory too.
+func (s *Signer) Run(ctx context.Context) {
+	go func() {
+		<-ctx.Done()
+		s.queue.ShutDown()
+	}()
+	if !cache.WaitForCacheSync(ctx.Done(), s.informer.HasSynced) {
+		return
+	}
+	for {
+		name, shutdown := s.queue.Get()
+		if shutdown {
+			return
+		}
+		if err := s.handle(ctx, name); err != nil && !apierrors.IsConflict(err) {
+			s.opts.Logger.Error(err, "CSR not handled; retrying", "csr", name)
+			s.queue.AddRateLimited(name)
+		} else {
+			s.queue.Forget(name)
+		}
+		s.queue.Done(name)
+	}
+}
+
+// handle approves a request of an auto-approved user, and issues the
+// certificate of an approved one.
+func (s *Signer) handle(ctx context.Context, name string) error {
+	csr, err := s.lister.Get(name)
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if csr.Spec.SignerName != kubeservice.GRPCSigner || len(csr.Status.Certificate) > 0 || condition(csr, certificatesv1.CertificateDenied) || condition(csr, certificatesv1.CertificateFailed) {
+		return nil
+	}
+	if !condition(csr, certificatesv1.CertificateApproved) {
+		user := csr.Annotations[kubeservice.CSRUserAnnotation]
+		if user == "" || !slices.Contains(s.opts.AutoApprove, user) {
+			return nil // another actor decides
+		}
+		approved := csr.DeepCopy()
+		approved.Status.Conditions = append(approved.Status.Conditions, certificatesv1.CertificateSigningRequestCondition{
+			Type: certificatesv1.CertificateApproved, Status: corev1.ConditionTrue, Reason: "AutoApproved",
+			Message: fmt.Sprintf("%s is an auto-approved user", user), LastUpdateTime: metav1.Now(),
+		})
+		_, err := s.client.CertificatesV1().CertificateSigningRequests().UpdateApproval(ctx, name, approved, metav1.UpdateOptions{})
+		return err // the update brings it back, approved
+	}
+	cert, err := s.issue(csr)
+	if err != nil {
+		// The request is not one this signer may sign: say so on it, once.
+		failed := csr.DeepCopy()
+		failed.Status.Conditions = append(failed.Status.Conditions, certificatesv1.CertificateSigningRequestCondition{
+			Type: certificatesv1.CertificateFailed, Status: corev1.ConditionTrue, Reason: "SignerValidationFailure",
+			Message: err.Error(), LastUpdateTime: metav1.Now(),
+		})
+		_, uerr := s.client.CertificatesV1().CertificateSigningRequests().UpdateStatus(ctx, failed, metav1.UpdateOptions{})
+		return uerr
+	}
+	signed := csr.DeepCopy()
+	signed.Status.Certificate = cert
+	_, err = s.client.CertificatesV1().CertificateSigningRequests().UpdateStatus(ctx, signed, metav1.UpdateOptions{})
+	return err
+}
+
+func condition(csr *certificatesv1.CertificateSigningRequest, t certificatesv1.RequestConditionType) bool {
+	for _, c := range csr.Status.Conditions {
+		if c.Type == t && c.Status == corev1.ConditionTrue {
+			return true
+		}
+	}
+	return false
+}
+
+// issue returns the PEM certificate for csr: checked again as the CSR
+// Service checks an agent's (anyone may create a CSR of this signer in the
+// kube-apiserver), for client auth, valid from a minute ago (clocks
+// differ) for the validity, and never past the CA's own.
+func (s *Signer) issue(csr *certificatesv1.CertificateSigningRequest) ([]byte, error) {
+	cluster := csr.Labels[kubeservice.ClusterNameLabel]
+	if cluster == "" {
+		return nil, fmt.Errorf("the request has no %s label", kubeservice.ClusterNameLabel)
+	}
+	if err := kubeservice.CheckRequest(csr.Spec.Request, cluster); err != nil {
+		return nil, err
+	}
+	block, _ := pem.Decode(csr.Spec.Request)
+	req, err := x509.ParseCertificateRequest(block.Bytes)
+	if err != nil {
+		return nil, err
+	}
+	validity := s.opts.Validity
+	if e := csr.Spec.ExpirationSeconds; e != nil && time.Duration(*e)*time.Second < validity {
+		validity = time.Duration(*e) * time.Second
+	}
+	now := time.Now()
+	notAfter := now.Add(validity)
+	if notAfter.After(s.ca.NotAfter) {
+		notAfter = s.ca.NotAfter
+	}
+	serial, err := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 128))
+	if err != nil {
+		return nil, err
+	}
+	der, err := x509.CreateCertificate(rand.Reader, &x509.Certificate{
+		SerialNumber: serial,
+		Subject:      req.Subject,
+		NotBefore:    now.Add(-time.Minute),
+		NotAfter:     notAfter,
+		KeyUsage:     x509.KeyUsageDigitalSignature | x509.KeyUsageKeyEncipherment,
+		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
+	}, s.ca, req.PublicKey, s.key)
+	if err != nil {
+		return nil, err
+	}
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), nil
+}
