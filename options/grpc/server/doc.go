@@ -68,7 +68,10 @@
 // source or the cluster's agent that the route names: an agent may publish
 // status and spec resyncs, and subscribe, only for its own cluster; a
 // source may publish specs and status resyncs, and subscribe, only for its
-// own source ID (StaticAuthorizer, kubeauth.SubjectAccessReview). Refusals
+// own source ID (StaticAuthorizer, kubeauth.SubjectAccessReview; with
+// kubeauth.ResourceAttributes, RBAC decides an agent's requests type by type
+// and action by action, as OCM's hub does, so a bootstrap identity may join
+// and do nothing else). Refusals
 // get PermissionDenied. The route authorized is the one the event's own
 // attributes give, the one its receivers read. Both answers are
 // cached for Config.AuthCacheTTL, and an open Subscribe stream is

@@ -49,6 +49,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/workwire/sdk-go/generic/types"
 	"github.com/workwire/sdk-go/options/grpc/server"
 )
 
@@ -207,6 +208,52 @@ func DefaultAttributes(req server.Request) authorizationv1.ResourceAttributes {
 	return attrs
 }
 
+// ResourceAttributes asks, as OCM's hub does for the agents of seed 004's
+// registration, about the resource an agent's event carries, so RBAC
+// grants it type by type: the group and resource of its data type, the
+// cluster as namespace (and as name, for ManagedClusters, which are
+// cluster-scoped), the verb by action — create_request create,
+// update_request update, delete_request delete, resync_request list, a
+// subscription watch — and the subresource status for status events. A
+// bootstrap identity granted create and watch on managedclusters and
+// certificatesigningrequests can then join and nothing else: it cannot
+// subscribe to ManifestWorks. What a source does is asked as
+// DefaultAttributes asks it.
+func ResourceAttributes(req server.Request) authorizationv1.ResourceAttributes {
+	source, cluster := req.ActsAs()
+	if source != "" {
+		return DefaultAttributes(req)
+	}
+	attrs := authorizationv1.ResourceAttributes{Namespace: cluster, Resource: "*", Group: "*"}
+	if req.DataType != "" {
+		dt, err := types.ParseDataType(req.DataType)
+		if err != nil {
+			// Asked about nothing RBAC grants: refused, as it should be.
+			return authorizationv1.ResourceAttributes{Namespace: cluster, Verb: string(req.Verb), Group: "invalid.workwire.io", Resource: "invalid"}
+		}
+		attrs.Group, attrs.Resource = dt.Group, dt.Resource
+	}
+	if attrs.Resource == "managedclusters" {
+		attrs.Name = cluster
+	}
+	switch {
+	case req.Verb == server.VerbSubscribe:
+		attrs.Verb = "watch"
+	case req.Action == types.CreateRequest:
+		attrs.Verb = "create"
+	case req.Action == types.DeleteRequest:
+		attrs.Verb = "delete"
+	case req.Action == types.ResyncRequest:
+		attrs.Verb = "list"
+	default:
+		attrs.Verb = "update"
+	}
+	if req.SubResource == types.SubResourceStatus && req.Action != types.ResyncRequest {
+		attrs.Subresource = "status"
+	}
+	return attrs
+}
+
 // SubjectAccessReview is a server.Authorizer that asks the Kubernetes
 // SubjectAccessReview API whether the verified identity may act as the
 // source or cluster a request names. It is goroutine-safe.
@@ -244,7 +291,17 @@ func (a *SubjectAccessReview) Authorize(ctx context.Context, id server.Identity,
 		return status.Errorf(codes.Unavailable, "subject access review: %v", err)
 	}
 	if !res.Status.Allowed || res.Status.Denied {
-		return fmt.Errorf("%w: %s may not %s %s/%s %q: %s", server.ErrDenied, id.User, attrs.Verb, attrs.Group, attrs.Resource, attrs.Name, res.Status.Reason)
+		what := attrs.Group + "/" + attrs.Resource
+		if attrs.Subresource != "" {
+			what += "/" + attrs.Subresource
+		}
+		if attrs.Name != "" {
+			what += fmt.Sprintf(" %q", attrs.Name)
+		}
+		if attrs.Namespace != "" {
+			what += fmt.Sprintf(" in namespace %q", attrs.Namespace)
+		}
+		return fmt.Errorf("%w: %s may not %s %s: %s", server.ErrDenied, id.User, attrs.Verb, what, res.Status.Reason)
 	}
 	return nil
 }
