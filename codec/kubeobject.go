@@ -75,12 +75,7 @@ func (c *KubeCodec[T]) ClusterOf(obj T) string { return c.clusterOf(obj) }
 func (c *KubeCodec[T]) Encode(source string, t types.EventType, obj T) (*cloudevents.Event, error) {
 	evt, err := c.encode(source, t, obj)
 	if err != nil {
-		e := newError("encode", t.String(), "", "", err)
-		if any(obj) != nil && !reflect.ValueOf(obj).IsNil() {
-			e.Work = obj.GetNamespace() + "/" + obj.GetName()
-		}
-		e.noun = c.noun
-		return nil, e
+		return nil, encodeError(t, obj, c.noun, err)
 	}
 	return evt, nil
 }
@@ -153,24 +148,15 @@ func (c *KubeCodec[T]) Decode(evt *cloudevents.Event) (T, error) {
 	obj, err := c.decode(evt)
 	if err != nil {
 		var zero T
-		var typ, id string
-		if evt != nil && evt.Context != nil && !reflect.ValueOf(evt.Context).IsNil() {
-			typ, id = evt.Type(), evt.ID()
-		}
-		e := newError("decode", typ, id, "", err)
-		e.noun = c.noun
-		return zero, e
+		return zero, decodeError(evt, c.noun, err)
 	}
 	return obj, nil
 }
 
 func (c *KubeCodec[T]) decode(evt *cloudevents.Event) (T, error) {
 	var zero T
-	if evt == nil {
-		return zero, errors.New("event is nil")
-	}
-	if evt.Context == nil || reflect.ValueOf(evt.Context).IsNil() {
-		return zero, errors.New("event has no context")
+	if err := checkDecodable(evt); err != nil {
+		return zero, err
 	}
 	t, err := types.ParseEventType(evt.Type())
 	if err != nil {

@@ -76,14 +76,43 @@ func (c *ObjectCodec[T]) DataType() types.DataType { return c.dataType }
 func (c *ObjectCodec[T]) Encode(source string, t types.EventType, obj T) (*cloudevents.Event, error) {
 	evt, err := c.encode(source, t, obj)
 	if err != nil {
-		e := newError("encode", t.String(), "", "", err)
-		if any(obj) != nil && !reflect.ValueOf(obj).IsNil() {
-			e.Work = obj.GetNamespace() + "/" + obj.GetName()
-		}
-		e.noun = c.noun
-		return nil, e
+		return nil, encodeError(t, obj, c.noun, err)
 	}
 	return evt, nil
+}
+
+// encodeError is err of encoding obj (which may be nil) as t, naming the
+// object as noun.
+func encodeError[T Object](t types.EventType, obj T, noun string, err error) *Error {
+	e := newError("encode", t.String(), "", "", err)
+	if any(obj) != nil && !reflect.ValueOf(obj).IsNil() {
+		e.Work = obj.GetNamespace() + "/" + obj.GetName()
+	}
+	e.noun = noun
+	return e
+}
+
+// decodeError is err of decoding evt (which may be nil or have no
+// context), naming the object as noun.
+func decodeError(evt *cloudevents.Event, noun string, err error) *Error {
+	var typ, id string
+	if evt != nil && evt.Context != nil && !reflect.ValueOf(evt.Context).IsNil() {
+		typ, id = evt.Type(), evt.ID()
+	}
+	e := newError("decode", typ, id, "", err)
+	e.noun = noun
+	return e
+}
+
+// checkDecodable refuses a nil event or one without a context.
+func checkDecodable(evt *cloudevents.Event) error {
+	if evt == nil {
+		return errors.New("event is nil")
+	}
+	if evt.Context == nil || reflect.ValueOf(evt.Context).IsNil() {
+		return errors.New("event has no context")
+	}
+	return nil
 }
 
 func (c *ObjectCodec[T]) encode(source string, t types.EventType, obj T) (*cloudevents.Event, error) {
@@ -119,24 +148,15 @@ func (c *ObjectCodec[T]) Decode(evt *cloudevents.Event) (T, error) {
 	obj, err := c.decode(evt)
 	if err != nil {
 		var zero T
-		var typ, id string
-		if evt != nil && evt.Context != nil && !reflect.ValueOf(evt.Context).IsNil() {
-			typ, id = evt.Type(), evt.ID()
-		}
-		e := newError("decode", typ, id, "", err)
-		e.noun = c.noun
-		return zero, e
+		return zero, decodeError(evt, c.noun, err)
 	}
 	return obj, nil
 }
 
 func (c *ObjectCodec[T]) decode(evt *cloudevents.Event) (T, error) {
 	var zero T
-	if evt == nil {
-		return zero, errors.New("event is nil")
-	}
-	if evt.Context == nil || reflect.ValueOf(evt.Context).IsNil() {
-		return zero, errors.New("event has no context")
+	if err := checkDecodable(evt); err != nil {
+		return zero, err
 	}
 	h, err := readHeader(evt, c.dataType)
 	if err != nil {
