@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	kubetypes "k8s.io/apimachinery/pkg/types"
 
+	"github.com/workwire/sdk-go/generic"
 	"github.com/workwire/sdk-go/generic/types"
 )
 
@@ -70,6 +71,16 @@ func (c *KubeCodec[T]) DataType() types.DataType { return c.dataType }
 
 // ClusterOf returns the cluster obj belongs to.
 func (c *KubeCodec[T]) ClusterOf(obj T) string { return c.clusterOf(obj) }
+
+// Version implements generic.Versioner: obj's resourceVersion, 0 while it
+// has none.
+func (c *KubeCodec[T]) Version(obj T) int64 {
+	v, _ := strconv.ParseInt(obj.GetResourceVersion(), 10, 64)
+	return v
+}
+
+var _ generic.Versioner[Object] = (*KubeCodec[Object])(nil)
+var _ generic.Codec[Object] = (*KubeCodec[Object])(nil)
 
 // Encode returns the event of type t for obj, from source.
 func (c *KubeCodec[T]) Encode(source string, t types.EventType, obj T) (*cloudevents.Event, error) {

@@ -51,6 +51,9 @@ func TestKubeCodecSpeaksOCMsRegistrationWire(t *testing.T) {
 	if err := json.Unmarshal(evt.Data(), &payload); err != nil || payload["apiVersion"] != "coordination.k8s.io/v1" || payload["kind"] != "Lease" {
 		t.Errorf("payload %v, %v: want the object with its apiVersion and kind", payload, err)
 	}
+	if v := c.Version(lease); v != 4711 {
+		t.Errorf("version %d, want the resourceVersion 4711", v)
+	}
 	back, err := c.Decode(evt)
 	if err != nil {
 		t.Fatal(err)

@@ -364,6 +364,10 @@ func (a *AgentClient[T]) sendStatus(ctx context.Context, codec Codec[T], obj T, 
 // entry names its own.
 func (a *AgentClient[T]) requestResync(ctx context.Context, dt types.DataType) error {
 	c := a.c
+	codec, err := c.codecs.get(dt)
+	if err != nil {
+		return err
+	}
 	epoch := a.held.beginRebuild()
 	dth := unique.Make(dt)
 	fresh := make(map[string]heldEntry)
@@ -379,8 +383,9 @@ func (a *AgentClient[T]) requestResync(ctx context.Context, dt types.DataType) e
 		}
 		for _, o := range objs {
 			id := string(o.GetUID())
-			entries = append(entries, types.ResourceVersion{ResourceID: id, ResourceVersion: o.GetGeneration(), OriginalSource: src})
-			fresh[id] = heldEntry{version: o.GetGeneration(), source: unique.Make(src), dataType: dth}
+			v := versionOf(codec, o)
+			entries = append(entries, types.ResourceVersion{ResourceID: id, ResourceVersion: v, OriginalSource: src})
+			fresh[id] = heldEntry{version: v, source: unique.Make(src), dataType: dth}
 		}
 	}
 	all, err := c.lister.List(ListOptions{ClusterName: c.id, DataType: dt})
@@ -392,8 +397,9 @@ func (a *AgentClient[T]) requestResync(ctx context.Context, dt types.DataType) e
 		if _, attributed := fresh[id]; attributed || id == "" {
 			continue
 		}
-		entries = append(entries, types.ResourceVersion{ResourceID: id, ResourceVersion: o.GetGeneration()})
-		fresh[id] = heldEntry{version: o.GetGeneration(), dataType: dth}
+		v := versionOf(codec, o)
+		entries = append(entries, types.ResourceVersion{ResourceID: id, ResourceVersion: v})
+		fresh[id] = heldEntry{version: v, dataType: dth}
 	}
 	a.held.finishRebuild(epoch, dth, fresh)
 	source := oneSource(entries)

@@ -51,6 +51,15 @@ func newCodecs[T Object](cs []Codec[T]) (*codecs[T], error) {
 	return r, nil
 }
 
+// versionOf is obj's version on the wire: what its codec says (Versioner),
+// else its generation.
+func versionOf[T Object](c Codec[T], obj T) int64 {
+	if v, ok := c.(Versioner[T]); ok {
+		return v.Version(obj)
+	}
+	return obj.GetGeneration()
+}
+
 func (r *codecs[T]) get(dt types.DataType) (Codec[T], error) {
 	if c, ok := r.byType[dt]; ok {
 		return c, nil

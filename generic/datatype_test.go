@@ -2,6 +2,7 @@ package generic_test
 
 import (
 	"context"
+	"strconv"
 	"sync"
 	"testing"
 
@@ -105,4 +106,58 @@ func agentOpts(obs generic.Observer) []generic.AgentOption {
 		out = append(out, o)
 	}
 	return out
+}
+
+// versionedCodec carries widgets whose wire version is their "test/version"
+// annotation, not their generation, as codec.KubeCodec's is the
+// resourceVersion.
+type versionedCodec struct{ widgetCodec }
+
+func (versionedCodec) Version(w *widget) int64 {
+	v, _ := strconv.ParseInt(w.Annotations["test/version"], 10, 64)
+	return v
+}
+
+// With a Versioner codec both clients resync by its version: an agent that
+// holds a widget at the source's version gets nothing, though its
+// generation is older.
+func TestResyncComparesTheCodecsVersion(t *testing.T) {
+	broker := memory.NewBroker()
+	codecs := []generic.Codec[*widget]{versionedCodec{}}
+	held := func(gen int64) *widget {
+		w := newWidget("hub", "c1", "w1", "a", gen)
+		w.Annotations["test/version"] = "7"
+		return w
+	}
+	srcObs := newCounter()
+	src, err := generic.NewSourceClient[*widget]("hub", broker.Transport(), newStore(held(3)), hashWidget, codecs, sourceOpts(srcObs)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	startClient(t, src.Start, src.Close)
+	agent, err := generic.NewAgentClient[*widget]("c1", broker.Transport(), newStore(held(1)), hashWidget, codecs, agentOpts(newCounter())...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	specs := 0
+	if err := agent.Subscribe(func(context.Context, types.EventType, *widget) error {
+		mu.Lock()
+		defer mu.Unlock()
+		specs++
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	startClient(t, agent.Start, agent.Close)
+	eventually(t, "the source to answer the agent's spec resync", func() bool { return srcObs.answers() > 0 })
+	// The answer is counted once sent: what the source sent is settled.
+	if n := srcObs.sends("spec.update_request") + srcObs.sends("spec.create_request"); n != 0 {
+		t.Errorf("the source sent %d specs of a widget the agent holds at its version", n)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if specs != 0 {
+		t.Errorf("the agent got %d specs of a widget it holds at the source's version", specs)
+	}
 }

@@ -13,9 +13,10 @@ import (
 // Object is what the generic clients carry. Any type that embeds
 // metav1.ObjectMeta satisfies it.
 //
-// The UID is the event's resourceid. The Generation is its resourceversion:
-// the source must increase it for every change an agent must see, and agents
-// drop spec events older than what they hold.
+// The UID is the event's resourceid. The Generation is its resourceversion
+// (unless its codec is a Versioner): the source must increase it for every
+// change an agent must see, and agents drop spec events older than what
+// they hold.
 type Object interface {
 	GetUID() kubetypes.UID
 	GetGeneration() int64
@@ -37,6 +38,15 @@ type Codec[T Object] interface {
 	// no data; Decode then returns an object with only its identity, version
 	// and deletion timestamp set.
 	Decode(evt *cloudevents.Event) (T, error)
+}
+
+// Versioner is an optional interface of a Codec whose wire version of an
+// object is not its generation: codec.KubeCodec's is the resourceVersion,
+// as OCM's registration carries it (a CSR's certificate or a Lease's
+// renewal changes no generation). The clients then compare, and resync, by
+// it.
+type Versioner[T Object] interface {
+	Version(obj T) int64
 }
 
 // ListOptions selects the objects a Lister returns. Empty fields match all.

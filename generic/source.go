@@ -240,12 +240,12 @@ func (s *SourceClient[T]) answerResync(ctx context.Context, cluster string, dt t
 	var sends []func() error
 	for _, e := range req.ResourceVersions {
 		obj, ok := sess.Name(e.ResourceID)
-		v := resync.Spec(heldOf(obj, ok), ok, e, eventSource, orphans)
+		v := resync.Spec(heldOf(codec, obj, ok), ok, e, eventSource, orphans)
 		if v == resync.AgentAhead {
 			if obj, err = s.repairVersion(ctx, obj, e.ResourceVersion); err != nil {
 				return err
 			}
-			v = resync.Spec(heldOf(obj, ok), ok, e, eventSource, orphans)
+			v = resync.Spec(heldOf(codec, obj, ok), ok, e, eventSource, orphans)
 		}
 		switch v {
 		case resync.Send:
@@ -274,12 +274,13 @@ func (s *SourceClient[T]) answerResync(ctx context.Context, cluster string, dt t
 	return nil
 }
 
-// heldOf is what package resync needs to know of obj, if ok.
-func heldOf[T Object](obj T, ok bool) resync.Held {
+// heldOf is what package resync needs to know of obj, if ok, whose codec
+// is c.
+func heldOf[T Object](c Codec[T], obj T, ok bool) resync.Held {
 	if !ok {
 		return resync.Held{}
 	}
-	return resync.Held{Version: obj.GetGeneration(), Deleting: obj.GetDeletionTimestamp() != nil}
+	return resync.Held{Version: versionOf(c, obj), Deleting: obj.GetDeletionTimestamp() != nil}
 }
 
 // byUID indexes objs by their UID, the resource ID.
