@@ -104,14 +104,24 @@ func (a *AgentClient[T]) Subscribe(handlers ...ResourceHandler[T]) error {
 	return a.c.subscribe(handlers)
 }
 
-// Publish sends obj's status (t must be a status update_request) to the
-// source its codec names in the originalsource extension. A zero
-// t.DataType means the data type obj came as (see DataTypeOf), or the first
-// codec's. It waits for the publish rate limiter, then until the transport
-// has sent the event.
+// Publish sends obj's status (t a status update_request) to the source its
+// codec names in the originalsource extension. A zero t.DataType means the
+// data type obj came as (see DataTypeOf), or the first codec's.
+//
+// An agent also writes resources of its own through a source that stores
+// them (seed 004: it creates its ManagedCluster and its CSRs, renews its
+// Lease): with t a spec create_request or update_request, Publish sends
+// obj as the agent's request to the gRPC broker's Service of its data type,
+// which carries it out or refuses it (the error is the Service's). Only a
+// gRPC broker with such a Service (options/grpc/server.WithService) takes
+// these; over MQTT or Kafka no source listens for them.
+//
+// It waits for the publish rate limiter, then until the transport has sent
+// the event (over gRPC: until the Service answered).
 func (a *AgentClient[T]) Publish(ctx context.Context, t types.EventType, obj T) error {
-	if t.SubResource != types.SubResourceStatus || t.Action != types.UpdateRequest {
-		return fmt.Errorf("publish %s: %w: an agent publishes status update requests", t, ErrWrongEventType)
+	request := t.SubResource == types.SubResourceSpec && (t.Action == types.CreateRequest || t.Action == types.UpdateRequest)
+	if !request && (t.SubResource != types.SubResourceStatus || t.Action != types.UpdateRequest) {
+		return fmt.Errorf("publish %s: %w: an agent publishes status update requests, and spec create and update requests of what it writes itself", t, ErrWrongEventType)
 	}
 	if t.DataType.IsZero() {
 		t.DataType = a.DataTypeOf(string(obj.GetUID()))
@@ -121,6 +131,14 @@ func (a *AgentClient[T]) Publish(ctx context.Context, t types.EventType, obj T) 
 		return fmt.Errorf("publish %s: %w", t, err)
 	}
 	t.DataType = codec.DataType()
+	if request {
+		evt, err := codec.Encode(a.c.ceSource, t, obj)
+		if err != nil {
+			return fmt.Errorf("publish %s: %w: %w", t, ErrEncode, err)
+		}
+		evt.SetExtension(types.ExtClusterName, a.c.id)
+		return a.c.publish(ctx, options.Route{Role: options.RoleSpec, Source: a.c.ceSource, Cluster: a.c.id}, t, evt)
+	}
 	evt, route, err := a.encodeStatus(codec, t, obj)
 	if err != nil {
 		return fmt.Errorf("publish %s: %w", t, err)
