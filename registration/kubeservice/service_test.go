@@ -168,8 +168,8 @@ func eventually(t *testing.T, what string, cond func() bool) {
 	}
 }
 
-// An agent creates its ManagedCluster (without the cluster set it asked
-// for: the hub decides that) and reports its status, with the version it
+// An agent creates its ManagedCluster (without the cluster set and the
+// acceptance it asked for: the hub decides those) and reports its status, with the version it
 // read: a stale one is a Conflict it can read as one. It may not change its
 // spec, nor write another cluster's.
 func TestAnAgentCreatesItsClusterAndReportsItsStatus(t *testing.T) {
@@ -188,6 +188,9 @@ func TestAnAgentCreatesItsClusterAndReportsItsStatus(t *testing.T) {
 	}
 	if _, ok := stored.Labels[kubeservice.ClusterSetLabel]; ok || stored.Labels["region"] != "eu" {
 		t.Errorf("stored labels %v: want the agent's without the cluster set", stored.Labels)
+	}
+	if stored.Spec.HubAcceptsClient || stored.Spec.LeaseDurationSeconds != 60 {
+		t.Errorf("stored spec %+v: want the agent's, not accepted by the hub (the hub's to decide)", stored.Spec)
 	}
 
 	// The Service serves it to the agent: the whole object, its version its

@@ -63,7 +63,8 @@ func notAllowed(dt types.DataType, t types.EventType) error {
 
 // NewManagedClusters returns the Service of ManagedClusters. An agent may
 // create its cluster (spec create_request; the hub decides its cluster
-// set, so a clusterset label it sends is dropped) and update its status;
+// set, whether it accepts the cluster and its taints, so what the agent
+// says of them is dropped) and update its status;
 // nothing else, so it never changes what the hub decides (whether the hub
 // accepts it, its taints).
 func NewManagedClusters(client clusterclient.Interface, informer clusterinformers.ManagedClusterInformer, sourceID string, opts ...Option) (*Service[*clusterv1.ManagedCluster], error) {
@@ -76,6 +77,7 @@ func NewManagedClusters(client clusterclient.Interface, informer clusterinformer
 		case t.SubResource == types.SubResourceSpec && t.Action == types.CreateRequest:
 			create := &clusterv1.ManagedCluster{ObjectMeta: creatable(c.ObjectMeta), Spec: c.Spec}
 			delete(create.Labels, ClusterSetLabel)
+			create.Spec.HubAcceptsClient, create.Spec.Taints = false, nil // the hub's to decide
 			_, err := clusters.Create(ctx, create, metav1.CreateOptions{})
 			return err
 		case t.SubResource == types.SubResourceStatus && t.Action == types.UpdateRequest:
