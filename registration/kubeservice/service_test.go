@@ -8,8 +8,11 @@ import (
 	"time"
 
 	cloudevents "github.com/cloudevents/sdk-go/v2"
+	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/goleak"
+	grpclib "google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 	certificatesv1 "k8s.io/api/certificates/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
@@ -31,6 +34,8 @@ import (
 	"github.com/workwire/sdk-go/codec"
 	"github.com/workwire/sdk-go/generic/types"
 	"github.com/workwire/sdk-go/internal/kubetest"
+	"github.com/workwire/sdk-go/options/grpc/grpctest"
+	"github.com/workwire/sdk-go/options/grpc/protocol"
 	"github.com/workwire/sdk-go/options/grpc/server"
 	"github.com/workwire/sdk-go/registration/kubeservice"
 )
@@ -350,4 +355,61 @@ func TestNewRefusesMissingInputs(t *testing.T) {
 	if _, err := kubeservice.NewEvents(fake.NewClientset(), ""); err == nil {
 		t.Error("NewEvents accepted no source ID")
 	}
+}
+
+// A refused request is counted, by cluster, data type and code, in the
+// server's grpc_server_ce_processed_total.
+func TestARefusedRequestIsCounted(t *testing.T) {
+	h := startHub(t)
+	reg := prometheus.NewRegistry()
+	dt := kubeservice.CSRCodec.DataType().String()
+	srv := grpctest.NewServer(t, server.WithRegisterer(reg), server.WithService(dt, h.csrSvc))
+	conn, err := grpclib.NewClient(srv.Addr(), grpclib.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	forged := kubeservice.AgentCSR(t, "cluster1", "agent1", nil)
+	forged.Annotations = map[string]string{kubeservice.CSRUserAnnotation: "system:admin"}
+	pbe, err := protocol.ToProto(agentEvent(t, kubeservice.CSRCodec, types.SubResourceSpec, types.CreateRequest, forged))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = protocol.NewCloudEventServiceClient(conn).Publish(context.Background(), &protocol.PublishRequest{Event: pbe})
+	if r := kubeReason(t, err); r != metav1.StatusReasonForbidden {
+		t.Fatalf("a forged csr-user through the server: reason %q, want Forbidden", r)
+	}
+	refused := counterValue(t, reg, "grpc_server_ce_processed_total", map[string]string{
+		"cluster": "cluster1", "data_type": dt, "method": "Publish", "grpc_code": codes.FailedPrecondition.String()})
+	if refused != 1 {
+		t.Errorf("refusals counted: %v, want 1", refused)
+	}
+}
+
+// counterValue is the value of the series of counter name with labels in
+// reg.
+func counterValue(t *testing.T, reg *prometheus.Registry, name string, labels map[string]string) float64 {
+	t.Helper()
+	families, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range families {
+		if f.GetName() != name {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			match := 0
+			for _, l := range m.GetLabel() {
+				if labels[l.GetName()] == l.GetValue() {
+					match++
+				}
+			}
+			if match == len(labels) {
+				return m.GetCounter().GetValue()
+			}
+		}
+	}
+	t.Fatalf("no %s%v", name, labels)
+	return 0
 }
