@@ -178,9 +178,20 @@ func (a *AgentClient[T]) encodeStatusAt(codec Codec[T], t types.EventType, obj T
 	if err != nil {
 		return nil, options.Route{}, fmt.Errorf("%w: %w", ErrEncode, err)
 	}
-	source, err := types.RequiredString(evt, types.ExtOriginalSource)
+	source, _, err := types.StringExtension(evt, types.ExtOriginalSource)
 	if err != nil {
 		return nil, options.Route{}, fmt.Errorf("%w: %w", ErrEncode, err)
+	}
+	if source == "" {
+		// A codec that records no source on the object (codec.KubeCodec):
+		// the status goes to the source the resource came from.
+		if e, ok := a.held.get(string(obj.GetUID())); ok {
+			source = e.owner()
+		}
+		if source == "" {
+			return nil, options.Route{}, fmt.Errorf("%w: %s %s: no source to send its status to (its codec names none, and no source sent it)", ErrEncode, t, obj.GetUID())
+		}
+		evt.SetExtension(types.ExtOriginalSource, source)
 	}
 	evt.SetExtension(types.ExtClusterName, a.c.id)
 	evt.SetExtension(types.ExtSequenceID, sequenceID(seq))

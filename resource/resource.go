@@ -89,6 +89,7 @@ type HolderBuilder[T Object, L runtime.Object] struct {
 	sourceOpts   []generic.SourceOption
 	agentOpts    []generic.AgentOption
 	statusResend time.Duration
+	mirror       bool
 	logger       logr.Logger
 	loggerSet    bool
 	onError      generic.ErrorHandler
@@ -159,6 +160,19 @@ func (b *HolderBuilder[T, L]) WithAgentOptions(opts ...generic.AgentOption) *Hol
 // 0, off.
 func (b *HolderBuilder[T, L]) WithStatusResend(d time.Duration) *HolderBuilder[T, L] {
 	b.statusResend = d
+	return b
+}
+
+// Mirror makes an agent holder a mirror of objects the hub keeps whole,
+// as the gRPC broker's registration Services do (registration/kubeservice,
+// with codecs such as kubeservice.LeaseCodec): its informer holds the hub's
+// objects as the hub sends them, status included; Create, Update,
+// UpdateStatus and Patch ask the hub's Service, whose answer (a Conflict,
+// a Forbidden) is theirs, and return the object asked for — what the hub
+// stored arrives through the informer, as with OCM's agent clients. Delete
+// is the hub's. Only over the gRPC broker with such Services.
+func (b *HolderBuilder[T, L]) Mirror() *HolderBuilder[T, L] {
+	b.mirror = true
 	return b
 }
 
@@ -269,6 +283,7 @@ func (b *HolderBuilder[T, L]) build() (*Holder[T, L], error) {
 		SourceOpts:   b.sourceOpts,
 		AgentOpts:    b.agentOpts,
 		StatusResend: b.statusResend,
+		Mirror:       b.mirror,
 		Logger:       b.logger,
 		LoggerSet:    b.loggerSet,
 		OnError:      b.onError,
@@ -278,7 +293,13 @@ func (b *HolderBuilder[T, L]) build() (*Holder[T, L], error) {
 		return nil, err
 	}
 	h := &Holder[T, L]{events: events, newList: newList, listGVK: listGVK}
-	namespace := b.clusterName // an agent's informer watches its cluster; a hub's every cluster
+	// An agent's informer watches its cluster's namespace; a hub's and a
+	// mirror's every namespace (a mirror holds what the hub sends it, of
+	// no namespace if cluster-scoped).
+	namespace := b.clusterName
+	if b.mirror {
+		namespace = metav1.NamespaceAll
+	}
 	stored := events.StoredClient(namespace)
 	h.informer = cache.NewSharedIndexInformerWithOptions(&cache.ListWatch{
 		ListWithContextFunc: func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {

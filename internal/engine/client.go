@@ -67,7 +67,7 @@ func endSpan(span trace.Span, err error) {
 
 func (c *Namespaced[T]) isNil(obj T) error {
 	if IsNil(obj) {
-		return apierrors.NewBadRequest(c.e.pub.noun + " is nil")
+		return apierrors.NewBadRequest(c.e.noun + " is nil")
 	}
 	return nil
 }

@@ -47,10 +47,13 @@ type Config[T Object] struct {
 	SourceOpts   []generic.SourceOption
 	AgentOpts    []generic.AgentOption
 	StatusResend time.Duration // see work.ClientHolderBuilder.WithStatusResend
-	Logger       logr.Logger
-	LoggerSet    bool // Logger was given; otherwise Start's context's is taken
-	OnError      generic.ErrorHandler
-	Tracing      trace.TracerProvider
+	// Mirror makes an agent a mirror of objects the hub keeps whole (see
+	// mirror).
+	Mirror    bool
+	Logger    logr.Logger
+	LoggerSet bool // Logger was given; otherwise Start's context's is taken
+	OnError   generic.ErrorHandler
+	Tracing   trace.TracerProvider
 	// SpanAttribute names the object in the spans of writes.
 	SpanAttribute string
 }
@@ -59,9 +62,10 @@ type Config[T Object] struct {
 // transport, the side's backend and its publisher.
 type Events[T Object] struct {
 	kind      *Kind[T]
+	noun      string // what errors call an object: its kind, lower-case
 	b         backend[T]
 	st        *store.Store[T]
-	pub       *publisher[T]
+	pub       *publisher[T] // nil for a mirror, which publishes on the caller's goroutine
 	tracer    trace.Tracer
 	spanNames *spanNames
 	attr      string
@@ -122,7 +126,7 @@ func New[T Object](cfg Config[T]) (*Events[T], error) {
 		clientOpts = append(clientOpts, generic.WithErrorHandler(cfg.OnError))
 	}
 	noun := strings.ToLower(kind.GVK.Kind)
-	e := &Events[T]{kind: kind, st: st, tracer: tracing.Tracer(generic.TracerName), spanNames: newSpanNames(kind.GVK.Kind), attr: cfg.SpanAttribute}
+	e := &Events[T]{kind: kind, noun: noun, st: st, tracer: tracing.Tracer(generic.TracerName), spanNames: newSpanNames(kind.GVK.Kind), attr: cfg.SpanAttribute}
 	if e.attr == "" {
 		e.attr = "workwire.name"
 	}
@@ -153,14 +157,28 @@ func New[T Object](cfg Config[T]) (*Events[T], error) {
 		}
 		return e, nil
 	}
-	ab := &agent[T]{kind: kind, cluster: cfg.ClusterName, st: st, patcher: p,
-		log: cfg.Logger.WithValues("cluster", cfg.ClusterName), keys: make(map[kubetypes.UID]unique.Handle[sourceKeys])}
-	ab.specSpans = make(map[string]trace.SpanContext)
 	var opts []generic.AgentOption
 	for _, o := range clientOpts {
 		opts = append(opts, o)
 	}
 	opts = append(opts, cfg.AgentOpts...)
+	if cfg.Mirror {
+		mb := &mirror[T]{kind: kind, st: st, patcher: p, hubRV: make(map[kubetypes.UID]string)}
+		client, err := generic.NewAgentClient(cfg.ClusterName, tr, mb, kind.StatusHash, cfg.Codecs, opts...)
+		if err != nil {
+			_ = tr.Close(context.Background())
+			return nil, err
+		}
+		mb.client = client
+		if err := client.Subscribe(mb.onSpec); err != nil {
+			return nil, err
+		}
+		e.b, e.client = mb, client
+		return e, nil
+	}
+	ab := &agent[T]{kind: kind, cluster: cfg.ClusterName, st: st, patcher: p,
+		log: cfg.Logger.WithValues("cluster", cfg.ClusterName), keys: make(map[kubetypes.UID]unique.Handle[sourceKeys])}
+	ab.specSpans = make(map[string]trace.SpanContext)
 	client, err := generic.NewAgentClient(cfg.ClusterName, tr, ab, kind.StatusHash, cfg.Codecs, opts...)
 	if err != nil {
 		_ = tr.Close(context.Background())
@@ -235,7 +253,9 @@ type eventSide interface {
 
 // startEvents starts the publisher, then the client (which connects).
 func (e *Events[T]) startEvents(ctx context.Context) error {
-	e.pub.start(publishWorkers)
+	if e.pub != nil {
+		e.pub.start(publishWorkers)
+	}
 	return e.client.Start(ctx)
 }
 
@@ -243,7 +263,9 @@ func (e *Events[T]) startEvents(ctx context.Context) error {
 // stopped by now), the publisher, the client.
 func (e *Events[T]) closeEvents(ctx context.Context) error {
 	e.st.Close()
-	e.pub.stop()
+	if e.pub != nil {
+		e.pub.stop()
+	}
 	return e.client.Close(ctx)
 }
 

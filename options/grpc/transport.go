@@ -3,6 +3,7 @@ package grpc
 import (
 	"context"
 	"crypto/tls"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -23,6 +24,8 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/klog/v2"
 
 	"github.com/workwire/sdk-go/internal/connstate"
@@ -706,6 +709,13 @@ func (t *Transport) publishError(ctx context.Context, evt *cloudevents.Event, er
 			return fmt.Errorf("grpc: publish %s: %w", evt.ID(), options.ErrClosed)
 		}
 		return fmt.Errorf("grpc: publish %s: %w: %w", evt.ID(), options.ErrNotConnected, err)
+	case codes.FailedPrecondition:
+		// A Service's refusal, on OCM's wire: the Kubernetes status as
+		// JSON. The caller gets the StatusError it was.
+		var body struct{ ErrStatus metav1.Status }
+		if json.Unmarshal([]byte(st.Message()), &body) == nil && body.ErrStatus.Code != 0 {
+			return fmt.Errorf("grpc: publish %s: %w", evt.ID(), &apierrors.StatusError{ErrStatus: body.ErrStatus})
+		}
 	case codes.Internal:
 		// A stream reset by a proxy or a dying server (RST_STREAM) is a
 		// lost connection, not a bad event.

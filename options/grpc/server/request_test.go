@@ -11,6 +11,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
 	"github.com/workwire/sdk-go/generic/types"
 	"github.com/workwire/sdk-go/options"
@@ -117,5 +118,28 @@ func TestAStatusNamingNoSourceGoesToItsService(t *testing.T) {
 	defer svc.mu.Unlock()
 	if len(svc.got) != 1 || svc.got[0].ID() != "report" {
 		t.Errorf("the Service got %d events, want the status", len(svc.got))
+	}
+}
+
+// conflictService refuses every request as a kube-backed Service does on
+// OCM's wire: FailedPrecondition carrying the Kubernetes status as JSON.
+type conflictService struct{ *server.MemoryService }
+
+func (conflictService) HandleStatusUpdate(context.Context, *cloudevents.Event) error {
+	return status.Error(codes.FailedPrecondition, `{"ErrStatus":{"status":"Failure","message":"the object has been modified","reason":"Conflict","code":409}}`)
+}
+
+// The gRPC transport hands a Service's Kubernetes refusal to the caller as
+// the StatusError it was.
+func TestAServicesRefusalReachesTheAgentAsAKubernetesError(t *testing.T) {
+	svc := conflictService{server.NewMemoryService(dataType)}
+	b := newSecureBroker(t, server.WithService(dataType, svc))
+	agent := b.agent(t, "agent-cluster1")
+	mustStart(t, agent, options.AgentSubscriptions("cluster1", []string{dataType}))
+	renew := event("renew", "spec.update_request", map[string]string{types.ExtClusterName: "cluster1"})
+	renew.SetSource("cluster1-agent")
+	err := send(agent, options.Route{Role: options.RoleSpec, Source: "cluster1-agent", Cluster: "cluster1"}, renew)
+	if !apierrors.IsConflict(err) {
+		t.Errorf("a Service's Conflict: %v, want a Kubernetes Conflict", err)
 	}
 }

@@ -169,10 +169,11 @@ func New(cfg Config, opts ...Option) (*Server, error) {
 			return nil, fmt.Errorf("grpc server: register metrics: %w", err)
 		}
 	}
+	s.log = s.log.WithValues("sourceID", s.sourceID)
+	// Last: a Service whose informer runs already calls its handler at once.
 	for _, b := range s.bindings {
 		b.svc.RegisterHandler(serviceHandler{s: s, b: b})
 	}
-	s.log = s.log.WithValues("sourceID", s.sourceID)
 	return s, nil
 }
 
