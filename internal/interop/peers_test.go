@@ -596,3 +596,15 @@ func (a *ocmAgent) stop(*testing.T) {
 	a.cancel()
 	a.applier.stop()
 }
+
+// describe says what the agent holds of a work and what its client
+// dropped and received, for a run that did not converge.
+func (a *wwAgent) describe(name string) string {
+	held := "does not hold it"
+	if g, ok := a.holds()[name]; ok {
+		held = fmt.Sprintf("holds it at generation %d", g)
+	}
+	a.drops.mu.Lock()
+	defer a.drops.mu.Unlock()
+	return fmt.Sprintf("%s; its client dropped %v and received %v", held, a.drops.reasons, a.drops.received)
+}
