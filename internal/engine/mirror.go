@@ -42,10 +42,8 @@ func (m *mirror[T]) traceParent(ctx context.Context, _, _ string) context.Contex
 // onSpec is the agent client's handler: the hub's object, or its deletion.
 func (m *mirror[T]) onSpec(_ context.Context, _ types.EventType, in T) error {
 	uid := in.GetUID()
-	if cur, ok := m.st.PeekUID(uid); ok && in.GetDeletionTimestamp() != nil && in.GetName() == "" {
-		in = cur // a deletion carries no data: it names its object by UID
-	}
-	if in.GetDeletionTimestamp() != nil && len(in.GetFinalizers()) == 0 {
+	// A deletion with no data names its object by UID alone: it is gone.
+	if in.GetDeletionTimestamp() != nil && (in.GetName() == "" || len(in.GetFinalizers()) == 0) {
 		if cur, ok := m.st.PeekUID(uid); ok {
 			if _, err := m.st.Remove(cur.GetNamespace(), cur.GetName(), nil); err != nil && !apierrors.IsNotFound(err) {
 				return err

@@ -98,6 +98,15 @@ func TestAMirrorAgentJoinsAndRenewsItsLease(t *testing.T) {
 	if err != nil || hub.Spec.RenewTime == nil {
 		t.Fatalf("the hub's lease after three renewals: %+v, %v", hub, err)
 	}
+
+	// The hub deletes it: it leaves the agent's informer.
+	if err := h.kube.CoordinationV1().Leases("cluster1").Delete(ctx, "managed-cluster-lease", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the lease gone from the agent's informer", func() bool {
+		_, err := leases.Lister("cluster1").Get("managed-cluster-lease")
+		return apierrors.IsNotFound(err)
+	})
 }
 
 func equalRenewTime(a, b *metav1.MicroTime) bool {

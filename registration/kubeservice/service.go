@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sync"
+	"time"
 
 	cloudevents "github.com/cloudevents/sdk-go/v2"
 	"github.com/go-logr/logr"
@@ -21,8 +23,9 @@ import (
 
 // Service is a server.Service over a kube-apiserver for one of the types
 // registration carries. It answers Get and List from an informer, tells
-// the server of every change the informer sees, and carries out what an
-// agent asks through its type's policy (see the constructors).
+// the server of every change the informer sees — a deletion too, which its
+// Get answers for a minute, so agents learn of it at once — and carries
+// out what an agent asks through its type's policy (see the constructors).
 type Service[T codec.Object] struct {
 	codec    *codec.KubeCodec[T]
 	sourceID string
@@ -31,7 +34,22 @@ type Service[T codec.Object] struct {
 	// policy allows, whose object belongs to the cluster it names.
 	write func(ctx context.Context, id server.Identity, t types.EventType, obj T) error
 	log   logr.Logger
+
+	// gone are objects the informer saw deleted, for tombstoneTTL, so the
+	// server's Get after OnDelete sends agents the deletion at once rather
+	// than at their next spec resync.
+	mu   sync.Mutex
+	gone map[string]tombstone[T]
 }
+
+type tombstone[T any] struct {
+	obj     T
+	expires time.Time
+}
+
+// tombstoneTTL is how long a deleted object is remembered: long enough for
+// every replica's handler to send it.
+const tombstoneTTL = time.Minute
 
 var _ server.Service = (*Service[codec.Object])(nil)
 
@@ -58,7 +76,8 @@ func newService[T codec.Object](c *codec.KubeCodec[T], sourceID string, informer
 	for _, opt := range opts {
 		opt(&o)
 	}
-	s := &Service[T]{codec: c, sourceID: sourceID, informer: informer, write: write, log: o.log.WithValues("dataType", c.DataType().String())}
+	s := &Service[T]{codec: c, sourceID: sourceID, informer: informer, write: write, log: o.log.WithValues("dataType", c.DataType().String()),
+		gone: make(map[string]tombstone[T])}
 	if informer == nil {
 		return s, nil
 	}
@@ -94,6 +113,12 @@ func (s *Service[T]) Get(_ context.Context, resourceID string) (*cloudevents.Eve
 		return nil, err
 	}
 	if len(objs) == 0 {
+		s.mu.Lock()
+		t, ok := s.gone[resourceID]
+		s.mu.Unlock()
+		if ok && time.Now().Before(t.expires) {
+			return s.encode(t.obj)
+		}
 		return nil, fmt.Errorf("%s %s: %w", s.codec.DataType(), resourceID, server.ErrNotFound)
 	}
 	return s.encode(objs[0].(T))
@@ -153,11 +178,37 @@ func (s *Service[T]) RegisterHandler(h server.EventHandler) {
 	_, err := s.informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(obj any) { tell("create", h.OnCreate, obj) },
 		UpdateFunc: func(_, obj any) { tell("update", h.OnUpdate, obj) },
-		DeleteFunc: func(obj any) { tell("delete", h.OnDelete, obj) },
+		DeleteFunc: func(obj any) {
+			s.remember(obj)
+			tell("delete", h.OnDelete, obj)
+		},
 	})
 	if err != nil {
 		s.log.Error(err, "cannot watch the informer")
 	}
+}
+
+// remember keeps a deleted object as its deletion, and forgets those
+// past tombstoneTTL.
+func (s *Service[T]) remember(obj any) {
+	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = d.Obj
+	}
+	o, ok := obj.(T)
+	if !ok {
+		return
+	}
+	gone := o.DeepCopyObject().(T)
+	now := metav1.Now()
+	gone.SetDeletionTimestamp(&now)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for id, t := range s.gone {
+		if now.After(t.expires) {
+			delete(s.gone, id)
+		}
+	}
+	s.gone[string(o.GetUID())] = tombstone[T]{obj: gone, expires: now.Add(tombstoneTTL)}
 }
 
 // HandleStatusUpdate implements server.Service: it carries out an agent's
