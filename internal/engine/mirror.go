@@ -42,7 +42,8 @@ func (m *mirror[T]) traceParent(ctx context.Context, _, _ string) context.Contex
 // onSpec is the agent client's handler: the hub's object, or its deletion.
 func (m *mirror[T]) onSpec(_ context.Context, _ types.EventType, in T) error {
 	uid := in.GetUID()
-	// A deletion with no data names its object by UID alone: it is gone.
+	// A deletion — without data, naming its object by UID, or of an object
+	// no finalizer holds — leaves the object gone.
 	if in.GetDeletionTimestamp() != nil && (in.GetName() == "" || len(in.GetFinalizers()) == 0) {
 		if cur, ok := m.st.PeekUID(uid); ok {
 			if _, err := m.st.Remove(cur.GetNamespace(), cur.GetName(), nil); err != nil && !apierrors.IsNotFound(err) {
@@ -67,6 +68,9 @@ func (m *mirror[T]) onSpec(_ context.Context, _ types.EventType, in T) error {
 		if _, err := m.st.Remove(cur.GetNamespace(), cur.GetName(), nil); err != nil && !apierrors.IsNotFound(err) {
 			return err
 		}
+		m.mu.Lock()
+		delete(m.hubRV, cur.GetUID())
+		m.mu.Unlock()
 	}
 	if err := m.st.Put(in); err != nil {
 		return err
