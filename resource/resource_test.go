@@ -185,6 +185,7 @@ func TestNewHolderRefusesWhatItCannotCarry(t *testing.T) {
 		{"a list type that is not the type's", builder[*widget.Widget, *metav1.Status]{resource.NewHolderBuilder[*widget.Widget, *metav1.Status](transport, scheme(t)).WithSourceID("hub1")}, "list type"},
 		{"no transport", builder[*widget.Widget, *widget.WidgetList]{resource.NewHolderBuilder[*widget.Widget, *widget.WidgetList](nil, scheme(t)).WithSourceID("hub1")}, "no transport"},
 		{"no role", builder[*widget.Widget, *widget.WidgetList]{resource.NewHolderBuilder[*widget.Widget, *widget.WidgetList](transport, scheme(t))}, "exactly one of"},
+		{"a hub mirror", builder[*widget.Widget, *widget.WidgetList]{resource.NewHolderBuilder[*widget.Widget, *widget.WidgetList](transport, scheme(t)).WithSourceID("hub1").Mirror()}, "a mirror is an agent's"},
 		{"a malformed resource name", builder[*widget.Widget, *widget.WidgetList]{resource.NewHolderBuilder[*widget.Widget, *widget.WidgetList](transport, scheme(t)).WithSourceID("hub1").WithResource("Wid gets")}, "data type"},
 	}
 	for _, tt := range tests {

@@ -90,6 +90,8 @@ func New[T Object](cfg Config[T]) (*Events[T], error) {
 		errs = append(errs, errors.New("no transport"))
 	case (cfg.SourceID == "") == (cfg.ClusterName == ""):
 		errs = append(errs, errors.New("set exactly one of WithSourceID (a hub) and WithClusterName (an agent)"))
+	case cfg.Mirror && cfg.SourceID != "":
+		errs = append(errs, errors.New("a mirror is an agent's: set WithClusterName, not WithSourceID"))
 	}
 	if len(cfg.Codecs) == 0 {
 		errs = append(errs, errors.New("no codec"))
