@@ -142,6 +142,7 @@ func startProcess(t testing.TB, dir, name, bin string, args ...string) {
 	}
 	cmd := exec.Command(bin, args...)
 	cmd.Stdout, cmd.Stderr = logFile, logFile
+	dieWithParent(cmd)
 	if err := cmd.Start(); err != nil {
 		logFile.Close()
 		t.Fatalf("start %s: %v", name, err)
