@@ -57,7 +57,7 @@ func csrToCreate(csr *certificatesv1.CertificateSigningRequest, id server.Identi
 			return nil, apierrors.NewForbidden(csrResource, csr.Name, fmt.Errorf("usage %q: an agent's certificate is for client auth alone", u))
 		}
 	}
-	if err := CheckRequest(csr.Spec.Request, cluster); err != nil {
+	if err := CheckAgentCertificateRequest(csr.Spec.Request, cluster); err != nil {
 		return nil, apierrors.NewForbidden(csrResource, csr.Name, err)
 	}
 	out := &certificatesv1.CertificateSigningRequest{
@@ -76,11 +76,11 @@ func csrToCreate(csr *certificatesv1.CertificateSigningRequest, id server.Identi
 	return out, nil
 }
 
-// CheckRequest checks a PEM certificate request: well formed, signed by
+// CheckAgentCertificateRequest checks the PEM certificate request of an agent of cluster: well formed, signed by
 // its key, and asking only for what an agent of cluster may be — its
 // common name under the cluster, its groups the cluster's and
 // ManagedClustersGroup.
-func CheckRequest(data []byte, cluster string) error {
+func CheckAgentCertificateRequest(data []byte, cluster string) error {
 	block, _ := pem.Decode(data)
 	if block == nil || block.Type != "CERTIFICATE REQUEST" {
 		return fmt.Errorf("spec.request is not a PEM certificate request")

@@ -196,7 +196,7 @@ func (s *Signer) issue(csr *certificatesv1.CertificateSigningRequest) ([]byte, e
 	if cluster == "" {
 		return nil, fmt.Errorf("the request has no %s label", kubeservice.ClusterNameLabel)
 	}
-	if err := kubeservice.CheckRequest(csr.Spec.Request, cluster); err != nil {
+	if err := kubeservice.CheckAgentCertificateRequest(csr.Spec.Request, cluster); err != nil {
 		return nil, err
 	}
 	block, _ := pem.Decode(csr.Spec.Request)
