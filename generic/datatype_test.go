@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/workwire/sdk-go/generic"
 	"github.com/workwire/sdk-go/generic/types"
@@ -77,8 +78,13 @@ func TestAnAgentRoutesAStatusAsTheDataTypeItsSpecCameAs(t *testing.T) {
 	if err := src.Publish(context.Background(), types.EventType{DataType: gadgets, SubResource: types.SubResourceSpec, Action: types.CreateRequest}, w); err != nil {
 		t.Fatal(err)
 	}
-	if got := <-seen; got != gadgets {
-		t.Errorf("in its handler the spec's data type is %v, want %v", got, gadgets)
+	select {
+	case got := <-seen:
+		if got != gadgets {
+			t.Errorf("in its handler the spec's data type is %v, want %v", got, gadgets)
+		}
+	case <-time.After(45 * time.Second): // a bound the test never reaches when it passes
+		t.Fatal("the agent never handled the spec")
 	}
 	eventually(t, "the status to come back as gadgets", func() bool {
 		mu.Lock()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"sync"
 	"testing"
 	"time"
 
@@ -120,7 +121,9 @@ func TestOCMRegistrationClientsWorkwireBroker(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	go csrHolder.Informer().Run(ctx.Done())
+	var informers sync.WaitGroup
+	informers.Go(func() { csrHolder.Informer().Run(ctx.Done()) })
+	t.Cleanup(func() { cancel(); informers.Wait() })
 	csr := agentCSR(t, cluster, "agent1")
 	if _, err := csrHolder.Clients().Create(ctx, csr, metav1.CreateOptions{}); err != nil {
 		t.Fatalf("the OCM agent creating its CSR: %v", err)

@@ -76,10 +76,10 @@ func csrToCreate(csr *certificatesv1.CertificateSigningRequest, id server.Identi
 	return out, nil
 }
 
-// CheckAgentCertificateRequest checks the PEM certificate request of an agent of cluster: well formed, signed by
-// its key, and asking only for what an agent of cluster may be — its
-// common name under the cluster, its groups the cluster's and
-// ManagedClustersGroup.
+// CheckAgentCertificateRequest checks the PEM certificate request of an
+// agent of cluster: well formed, signed by its key, and asking only for
+// what an agent of cluster may be — its common name under the cluster, its
+// groups the cluster's and ManagedClustersGroup.
 func CheckAgentCertificateRequest(data []byte, cluster string) error {
 	block, _ := pem.Decode(data)
 	if block == nil || block.Type != "CERTIFICATE REQUEST" {
