@@ -10,6 +10,7 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
+	"fmt"
 	"math/big"
 	"net"
 	"os"
@@ -83,24 +84,32 @@ func (ca *CA) Pool() *x509.CertPool {
 // Server signs a server certificate for 127.0.0.1, ::1 and localhost.
 func (ca *CA) Server(t testing.TB, name string) Pair {
 	t.Helper()
-	return ca.sign(t, name, x509.ExtKeyUsageServerAuth, []string{"localhost"}, []net.IP{net.IPv4(127, 0, 0, 1), net.IPv6loopback})
+	return ca.sign(t, name, x509.ExtKeyUsageServerAuth, []string{"localhost"}, []net.IP{net.IPv4(127, 0, 0, 1), net.IPv6loopback}, time.Now().Add(24*time.Hour))
 }
 
 // Client signs a client certificate whose common name is cn (the identity
 // brokers and servers see).
 func (ca *CA) Client(t testing.TB, cn string) Pair {
 	t.Helper()
-	return ca.sign(t, cn, x509.ExtKeyUsageClientAuth, nil, nil)
+	return ca.sign(t, cn, x509.ExtKeyUsageClientAuth, nil, nil, time.Now().Add(24*time.Hour))
 }
 
-func (ca *CA) sign(t testing.TB, cn string, usage x509.ExtKeyUsage, dns []string, ips []net.IP) Pair {
+// ClientUntil signs a client certificate of cn valid until notAfter (from
+// an hour ago), in files of their own: an expired one, or one about to
+// expire.
+func (ca *CA) ClientUntil(t testing.TB, cn string, notAfter time.Time) Pair {
+	t.Helper()
+	return ca.sign(t, cn, x509.ExtKeyUsageClientAuth, nil, nil, notAfter)
+}
+
+func (ca *CA) sign(t testing.TB, cn string, usage x509.ExtKeyUsage, dns []string, ips []net.IP, notAfter time.Time) Pair {
 	ca.serial++
 	key := newKey(t)
 	tmpl := &x509.Certificate{
 		SerialNumber: big.NewInt(ca.serial),
 		Subject:      pkix.Name{CommonName: cn},
 		NotBefore:    time.Now().Add(-time.Hour),
-		NotAfter:     time.Now().Add(24 * time.Hour),
+		NotAfter:     notAfter,
 		KeyUsage:     x509.KeyUsageDigitalSignature | x509.KeyUsageKeyEncipherment,
 		ExtKeyUsage:  []x509.ExtKeyUsage{usage},
 		DNSNames:     dns,
@@ -117,8 +126,8 @@ func (ca *CA) sign(t testing.TB, cn string, usage x509.ExtKeyUsage, dns []string
 	p := Pair{
 		CertPEM:  pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}),
 		KeyPEM:   pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER}),
-		CertFile: filepath.Join(ca.dir, cn+".crt"),
-		KeyFile:  filepath.Join(ca.dir, cn+".key"),
+		CertFile: filepath.Join(ca.dir, fmt.Sprintf("%s-%d.crt", cn, ca.serial)),
+		KeyFile:  filepath.Join(ca.dir, fmt.Sprintf("%s-%d.key", cn, ca.serial)),
 	}
 	if err := os.WriteFile(p.CertFile, p.CertPEM, 0o600); err != nil {
 		t.Fatal(err)

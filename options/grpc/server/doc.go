@@ -77,7 +77,10 @@
 // cached for Config.AuthCacheTTL, and an open Subscribe stream is
 // authenticated and authorized again at that interval: a revoked token or
 // grant ends it with Unauthenticated or PermissionDenied (a check that
-// cannot decide, Unavailable, leaves it open). Without an authenticator the
+// cannot decide, Unavailable, leaves it open). A connection opened with a
+// client certificate ends when the certificate expires, so nothing outlives
+// the credentials that opened it, and an agent that rotated its certificate
+// (registration/agent) reconnects with the new one. Without an authenticator the
 // server trusts every caller: for tests and trusted networks only.
 //
 // # Metrics

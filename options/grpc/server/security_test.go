@@ -377,3 +377,57 @@ func TestRotatedCAsTakeEffectWithoutARestart(t *testing.T) {
 	}
 	recv.Wait(t, "the agent to reconnect with the rotated files", 20*time.Second, func() bool { return recv.Connects() > connects })
 }
+
+// A certificate that expired is refused at the handshake, and a connection
+// ends when the certificate it was opened with expires: the agent
+// reconnects only once it holds a valid one (here, its rotated files).
+func TestAConnectionEndsWhenItsCertificateExpires(t *testing.T) {
+	b := newSecureBroker(t)
+	subs := options.AgentSubscriptions("cluster1", []string{dataType})
+
+	expired := b.ca.ClientUntil(t, "agent-cluster1", time.Now().Add(-time.Minute))
+	cfg := b.config()
+	cfg.TLS.CertFile, cfg.TLS.KeyFile = expired.CertFile, expired.KeyFile
+	cfg.DialTimeout = options.Duration(300 * time.Millisecond)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	if err := newTransport(t, cfg).Start(ctx, subs, transporttest.NewRecorder()); err == nil {
+		t.Error("an expired certificate was accepted")
+	}
+
+	dir := t.TempDir()
+	install := func(p testcerts.Pair) {
+		t.Helper()
+		for path, data := range map[string][]byte{"tls.crt": p.CertPEM, "tls.key": p.KeyPEM} {
+			if err := os.WriteFile(filepath.Join(dir, path+".tmp"), data, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Rename(filepath.Join(dir, path+".tmp"), filepath.Join(dir, path)); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	install(b.ca.ClientUntil(t, "agent-cluster1", time.Now().Add(5*time.Second)))
+	cfg = b.config()
+	cfg.TLS.CertFile, cfg.TLS.KeyFile = filepath.Join(dir, "tls.crt"), filepath.Join(dir, "tls.key")
+	r := mustStart(t, newTransport(t, cfg), subs)
+	streams := b.srv.Server().Subscribers()
+	if streams == 0 {
+		t.Fatal("no stream open")
+	}
+	waitUntil(t, "the streams end with the certificate", func() bool { return b.srv.Server().Subscribers() == 0 })
+
+	install(b.ca.Client(t, "agent-cluster1"))
+	waitUntil(t, "the agent back with its rotated certificate", func() bool {
+		return r.Connects() >= 2 && b.srv.Server().Subscribers() == streams
+	})
+}
+
+func waitUntil(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(30 * time.Second); !cond(); time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+	}
+}

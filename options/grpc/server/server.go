@@ -200,7 +200,7 @@ func (s *Server) serverOptions() []grpc.ServerOption {
 		grpc.WaitForHandlers(true),
 	}
 	if s.tlsConfig != nil {
-		opts = append(opts, grpc.Creds(credentials.NewTLS(s.tlsConfig)))
+		opts = append(opts, grpc.Creds(expiringCreds{credentials.NewTLS(s.tlsConfig)}))
 	}
 	if s.metrics != nil {
 		opts = append(opts, grpc.StatsHandler(statsHandler{s.metrics}))

@@ -1,0 +1,59 @@
+package server
+
+import (
+	"net"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc/credentials"
+)
+
+// expiringCreds are TLS credentials whose connections end when the client
+// certificate they were opened with expires: a stream never outlives the
+// certificate that authenticated it, and an agent that rotated its
+// certificate reconnects with the new one (a handshake with the old one
+// fails). A connection without a client certificate (a token's) is left
+// alone.
+type expiringCreds struct {
+	credentials.TransportCredentials
+}
+
+func (c expiringCreds) ServerHandshake(raw net.Conn) (net.Conn, credentials.AuthInfo, error) {
+	conn, info, err := c.TransportCredentials.ServerHandshake(raw)
+	if err != nil {
+		return conn, info, err
+	}
+	ti, ok := info.(credentials.TLSInfo)
+	if !ok || len(ti.State.VerifiedChains) == 0 {
+		return conn, info, nil
+	}
+	var expiry time.Time
+	for _, cert := range ti.State.VerifiedChains[0] {
+		if expiry.IsZero() || cert.NotAfter.Before(expiry) {
+			expiry = cert.NotAfter
+		}
+	}
+	return newExpiringConn(conn, expiry), info, nil
+}
+
+func (c expiringCreds) Clone() credentials.TransportCredentials {
+	return expiringCreds{c.TransportCredentials.Clone()}
+}
+
+// expiringConn closes itself at its certificate's expiry.
+type expiringConn struct {
+	net.Conn
+	timer *time.Timer
+	once  sync.Once
+}
+
+func newExpiringConn(conn net.Conn, expiry time.Time) *expiringConn {
+	c := &expiringConn{Conn: conn}
+	c.timer = time.AfterFunc(time.Until(expiry), func() { _ = c.Close() })
+	return c
+}
+
+func (c *expiringConn) Close() error {
+	c.once.Do(func() { c.timer.Stop() })
+	return c.Conn.Close()
+}
