@@ -17,6 +17,7 @@ import (
 	"fmt"
 	"math/big"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -46,6 +47,14 @@ type Options struct {
 	// which the CSR Service sets from the verified identity) whose requests
 	// the Signer approves itself. Empty: it approves none.
 	AutoApprove []string
+	// ApproveRenewals makes the Signer approve an agent's request for a
+	// certificate of its own name: one whose user (the verified identity
+	// that sent it, in the CSR's kubeservice.CSRUserAnnotation) is the
+	// common name it asks for, an agent's — as OCM's hub approves the
+	// rotation of an agent's certificate. Default: false. Like AutoApprove,
+	// it trusts the annotation, which only the CSR Service (and whoever
+	// else may create CSRs in the hub's kube-apiserver) can set.
+	ApproveRenewals bool
 	// Logger; default: discard.
 	Logger logr.Logger
 }
@@ -150,13 +159,18 @@ func (s *Signer) handle(ctx context.Context, name string) error {
 	}
 	if !condition(csr, certificatesv1.CertificateApproved) {
 		user := csr.Annotations[kubeservice.CSRUserAnnotation]
-		if user == "" || !slices.Contains(s.opts.AutoApprove, user) {
+		reason, message := "AutoApproved", fmt.Sprintf("%s is an auto-approved user", user)
+		switch {
+		case user != "" && slices.Contains(s.opts.AutoApprove, user):
+		case s.opts.ApproveRenewals && s.isRenewal(csr, user):
+			reason, message = "AutoApprovedRenewal", fmt.Sprintf("%s renews its own certificate", user)
+		default:
 			return nil // another actor decides
 		}
 		approved := csr.DeepCopy()
 		approved.Status.Conditions = append(approved.Status.Conditions, certificatesv1.CertificateSigningRequestCondition{
-			Type: certificatesv1.CertificateApproved, Status: corev1.ConditionTrue, Reason: "AutoApproved",
-			Message: fmt.Sprintf("%s is an auto-approved user", user), LastUpdateTime: metav1.Now(),
+			Type: certificatesv1.CertificateApproved, Status: corev1.ConditionTrue, Reason: reason,
+			Message: message, LastUpdateTime: metav1.Now(),
 		})
 		_, err := s.client.CertificatesV1().CertificateSigningRequests().UpdateApproval(ctx, name, approved, metav1.UpdateOptions{})
 		return err // the update brings it back, approved
@@ -176,6 +190,21 @@ func (s *Signer) handle(ctx context.Context, name string) error {
 	signed.Status.Certificate = cert
 	_, err = s.client.CertificatesV1().CertificateSigningRequests().UpdateStatus(ctx, signed, metav1.UpdateOptions{})
 	return err
+}
+
+// isRenewal reports whether user, an agent of the request's cluster, asks
+// for a certificate of its own name.
+func (s *Signer) isRenewal(csr *certificatesv1.CertificateSigningRequest, user string) bool {
+	cluster := csr.Labels[kubeservice.ClusterNameLabel]
+	if cluster == "" || !strings.HasPrefix(user, kubeservice.AgentCommonNamePrefix+cluster+":") {
+		return false
+	}
+	if kubeservice.CheckAgentCertificateRequest(csr.Spec.Request, cluster) != nil {
+		return false
+	}
+	block, _ := pem.Decode(csr.Spec.Request)
+	req, err := x509.ParseCertificateRequest(block.Bytes)
+	return err == nil && req.Subject.CommonName == user
 }
 
 func condition(csr *certificatesv1.CertificateSigningRequest, t certificatesv1.RequestConditionType) bool {

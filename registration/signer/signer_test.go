@@ -169,3 +169,47 @@ func TestNewRefusesABadCA(t *testing.T) {
 		}
 	}
 }
+
+// With ApproveRenewals the signer approves an agent's request for a
+// certificate of its own name, and nothing else: not another agent's
+// name, not a bootstrap user's request.
+func TestTheSignerApprovesRenewalsWhenAsked(t *testing.T) {
+	cfg := kubetest.Start(t)
+	kube := kubernetes.NewForConfigOrDie(cfg)
+	ca := testcerts.NewCA(t)
+	inf := informers.NewSharedInformerFactory(kube, 0)
+	s, err := signer.New(kube, inf.Certificates().V1().CertificateSigningRequests(), ca.CertPEM, ca.KeyPEM(t),
+		signer.Options{ApproveRenewals: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	inf.Start(ctx.Done())
+	go func() { defer close(done); s.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done; inf.Shutdown() })
+
+	agent1 := kubeservice.AgentCommonNamePrefix + "cluster1:agent1"
+	for _, c := range []*certificatesv1.CertificateSigningRequest{
+		csr(t, "renewal", "cluster1", agent1, agentRequest(t, "cluster1")),
+		csr(t, "another-agents-name", "cluster1", kubeservice.AgentCommonNamePrefix+"cluster1:agent2", agentRequest(t, "cluster1")),
+		csr(t, "bootstrap", "cluster1", "system:bootstrap:abc123", agentRequest(t, "cluster1")),
+	} {
+		if _, err := kube.CertificatesV1().CertificateSigningRequests().Create(ctx, c, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	renewed := waitFor(t, ctx, kube, "renewal", func(c *certificatesv1.CertificateSigningRequest) bool { return len(c.Status.Certificate) > 0 })
+	if !hasCondition(renewed, certificatesv1.CertificateApproved) {
+		t.Errorf("issued without approval: %+v", renewed.Status.Conditions)
+	}
+	// The renewal was issued on its second pass (its approval queues it
+	// again), after the signer's one worker took the other two, queued
+	// before: by now it has decided on them too.
+	for _, name := range []string{"another-agents-name", "bootstrap"} {
+		c, err := kube.CertificatesV1().CertificateSigningRequests().Get(ctx, name, metav1.GetOptions{})
+		if err != nil || len(c.Status.Conditions) > 0 || len(c.Status.Certificate) > 0 {
+			t.Errorf("%s: %+v, %v, want it left to another actor", name, c.Status, err)
+		}
+	}
+}
