@@ -92,8 +92,10 @@ type Config struct {
 	// agent asks for the next; default DefaultRotation.
 	Rotation float64
 	// OnCertificate, if set, is called with each certificate the agent
-	// writes: its first, and each rotation's.
-	OnCertificate func(*x509.Certificate)
+	// writes — its first, and each rotation's — and how long it took from
+	// generating the key to writing the certificate (the hub's approval and
+	// signing included).
+	OnCertificate func(cert *x509.Certificate, took time.Duration)
 	// Logger; default: the context's (klog.FromContext).
 	Logger logr.Logger
 }
@@ -235,6 +237,7 @@ func (a *Agent) current() (*x509.Certificate, error) {
 // writes both to CertDir.
 func (a *Agent) certify(ctx context.Context, c *clients.Clients) (*x509.Certificate, error) {
 	log := a.logger(ctx)
+	began := time.Now()
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		return nil, fmt.Errorf("registration agent: key: %w", err)
@@ -274,9 +277,10 @@ func (a *Agent) certify(ctx context.Context, c *clients.Clients) (*x509.Certific
 	if err := a.write(key, der); err != nil {
 		return nil, fmt.Errorf("registration agent: %w", err)
 	}
-	log.Info("certificate written", "csr", csr.Name, "notAfter", cert.NotAfter)
+	took := time.Since(began)
+	log.Info("certificate written", "csr", csr.Name, "notAfter", cert.NotAfter, "took", took)
 	if a.cfg.OnCertificate != nil {
-		a.cfg.OnCertificate(cert)
+		a.cfg.OnCertificate(cert, took)
 	}
 	return cert, nil
 }

@@ -131,7 +131,7 @@ type certificates struct {
 	certs []*x509.Certificate
 }
 
-func (c *certificates) add(cert *x509.Certificate) {
+func (c *certificates) add(cert *x509.Certificate, _ time.Duration) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.certs = append(c.certs, cert)
