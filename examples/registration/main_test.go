@@ -37,8 +37,11 @@ func TestTheExampleRunsWithItsDefaults(t *testing.T) {
 	if err := run(context.Background(), nil, &out); err != nil {
 		t.Fatalf("%v\n%s", err, out.String())
 	}
+	if testing.Verbose() {
+		t.Log(out.String())
+	}
 	wantAllSteps(t, out.String(), 3)
-	if t.Failed() {
+	if t.Failed() && !testing.Verbose() {
 		t.Log(out.String())
 	}
 }
@@ -60,8 +63,11 @@ func TestTheExampleSurvivesAReplicaOverAKubeAPIServer(t *testing.T) {
 	if err := runExample(context.Background(), hub, config{agents: 3, replicas: 2, killReplica: true, validity: 12 * time.Second, timeout: 2 * time.Minute}, &out); err != nil {
 		t.Fatalf("%v\n%s", err, out.String())
 	}
+	if testing.Verbose() {
+		t.Log(out.String())
+	}
 	wantAllSteps(t, out.String(), 3, "replica 0 killed", `ManifestWork "after-failover" applied on every cluster`, "every agent renewed its lease through replica 1")
-	if t.Failed() {
+	if t.Failed() && !testing.Verbose() {
 		t.Log(out.String())
 	}
 }
