@@ -104,6 +104,9 @@
 //   - grpc_server_ce_processed_total (counter) and
 //     grpc_server_ce_processed_duration_seconds (histogram) of published
 //     events (cluster, data_type, method, grpc_code)
+//   - grpc_server_tls_handshake_failures_total (counter; reason: expired,
+//     unknown_authority or other): connections refused before any call,
+//     such as an agent's with an expired or foreign certificate
 //
 // The cluster and data_type labels come from what callers send, so only
 // calls that passed authentication and authorization set them: a refused

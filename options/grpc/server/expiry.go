@@ -1,6 +1,8 @@
 package server
 
 import (
+	"crypto/x509"
+	"errors"
 	"net"
 	"sync"
 	"time"
@@ -13,14 +15,16 @@ import (
 // certificate that authenticated it, and an agent that rotated its
 // certificate reconnects with the new one (a handshake with the old one
 // fails). A connection without a client certificate (a token's) is left
-// alone.
+// alone. Each failed handshake is told to failed.
 type expiringCreds struct {
 	credentials.TransportCredentials
+	failed func(error)
 }
 
 func (c expiringCreds) ServerHandshake(raw net.Conn) (net.Conn, credentials.AuthInfo, error) {
 	conn, info, err := c.TransportCredentials.ServerHandshake(raw)
 	if err != nil {
+		c.failed(err)
 		return conn, info, err
 	}
 	ti, ok := info.(credentials.TLSInfo)
@@ -37,7 +41,7 @@ func (c expiringCreds) ServerHandshake(raw net.Conn) (net.Conn, credentials.Auth
 }
 
 func (c expiringCreds) Clone() credentials.TransportCredentials {
-	return expiringCreds{c.TransportCredentials.Clone()}
+	return expiringCreds{c.TransportCredentials.Clone(), c.failed}
 }
 
 // expiringConn closes itself at its certificate's expiry.
@@ -56,4 +60,17 @@ func newExpiringConn(conn net.Conn, expiry time.Time) *expiringConn {
 func (c *expiringConn) Close() error {
 	c.once.Do(func() { c.timer.Stop() })
 	return c.Conn.Close()
+}
+
+// handshakeFailure is the bounded reason label of a failed handshake.
+func handshakeFailure(err error) string {
+	var invalid x509.CertificateInvalidError
+	var unknown x509.UnknownAuthorityError
+	switch {
+	case errors.As(err, &invalid) && invalid.Reason == x509.Expired:
+		return "expired"
+	case errors.As(err, &unknown):
+		return "unknown_authority"
+	}
+	return "other"
 }

@@ -27,6 +27,7 @@ type metrics struct {
 	ceMsgSent           *prometheus.CounterVec
 	ceProcessed         *prometheus.CounterVec
 	ceProcessedDuration *prometheus.HistogramVec
+	handshakeFailures   *prometheus.CounterVec
 }
 
 func newMetrics() *metrics {
@@ -59,13 +60,16 @@ func newMetrics() *metrics {
 			Name: "grpc_server_ce_processed_duration_seconds", Help: "Histogram of the duration of RPC requests for cloudevents processed on the server.",
 			Buckets: prometheus.DefBuckets,
 		}, append(ce[:3:3], "grpc_code")),
+		handshakeFailures: counter("grpc_server_tls_handshake_failures_total",
+			"Total number of TLS handshakes the server refused, by reason: expired (a client certificate expired or not yet valid), unknown_authority, or other.",
+			[]string{"reason"}),
 	}
 }
 
 func (m *metrics) collectors() []prometheus.Collector {
 	return []prometheus.Collector{
 		m.activeConnections, m.started, m.msgReceived, m.msgSent, m.msgReceivedBytes, m.msgSentBytes, m.handled, m.handlingSeconds,
-		m.ceCalled, m.ceMsgReceived, m.ceMsgSent, m.ceProcessed, m.ceProcessedDuration,
+		m.ceCalled, m.ceMsgReceived, m.ceMsgSent, m.ceProcessed, m.ceProcessedDuration, m.handshakeFailures,
 	}
 }
 

@@ -5,12 +5,14 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	cloudevents "github.com/cloudevents/sdk-go/v2"
 	"github.com/go-logr/logr"
+	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/goleak"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -382,17 +384,26 @@ func TestRotatedCAsTakeEffectWithoutARestart(t *testing.T) {
 // ends when the certificate it was opened with expires: the agent
 // reconnects only once it holds a valid one (here, its rotated files).
 func TestAConnectionEndsWhenItsCertificateExpires(t *testing.T) {
-	b := newSecureBroker(t)
+	reg := prometheus.NewRegistry()
+	b := newSecureBroker(t, server.WithRegisterer(reg))
 	subs := options.AgentSubscriptions("cluster1", []string{dataType})
 
-	expired := b.ca.ClientUntil(t, "agent-cluster1", time.Now().Add(-time.Minute))
-	cfg := b.config()
-	cfg.TLS.CertFile, cfg.TLS.KeyFile = expired.CertFile, expired.KeyFile
-	cfg.DialTimeout = options.Duration(300 * time.Millisecond)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-	defer cancel()
-	if err := newTransport(t, cfg).Start(ctx, subs, transporttest.NewRecorder()); err == nil {
-		t.Error("an expired certificate was accepted")
+	// An expired certificate, and one of another CA: refused and counted.
+	for reason, pair := range map[string]testcerts.Pair{
+		"expired":           b.ca.ClientUntil(t, "agent-cluster1", time.Now().Add(-time.Minute)),
+		"unknown_authority": testcerts.NewCA(t).Client(t, "agent-cluster1"),
+	} {
+		cfg := b.config()
+		cfg.TLS.CertFile, cfg.TLS.KeyFile = pair.CertFile, pair.KeyFile
+		cfg.DialTimeout = options.Duration(300 * time.Millisecond)
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		if err := newTransport(t, cfg).Start(ctx, subs, transporttest.NewRecorder()); err == nil {
+			t.Errorf("%s: the certificate was accepted", reason)
+		}
+		cancel()
+		if want := `grpc_server_tls_handshake_failures_total{reason="` + reason + `"}`; !strings.Contains(scrape(t, reg), want) {
+			t.Errorf("the refusal is not counted: no %s", want)
+		}
 	}
 
 	dir := t.TempDir()
@@ -408,7 +419,7 @@ func TestAConnectionEndsWhenItsCertificateExpires(t *testing.T) {
 		}
 	}
 	install(b.ca.ClientUntil(t, "agent-cluster1", time.Now().Add(5*time.Second)))
-	cfg = b.config()
+	cfg := b.config()
 	cfg.TLS.CertFile, cfg.TLS.KeyFile = filepath.Join(dir, "tls.crt"), filepath.Join(dir, "tls.key")
 	r := mustStart(t, newTransport(t, cfg), subs)
 	streams := b.srv.Server().Subscribers()

@@ -200,12 +200,22 @@ func (s *Server) serverOptions() []grpc.ServerOption {
 		grpc.WaitForHandlers(true),
 	}
 	if s.tlsConfig != nil {
-		opts = append(opts, grpc.Creds(expiringCreds{credentials.NewTLS(s.tlsConfig)}))
+		opts = append(opts, grpc.Creds(expiringCreds{credentials.NewTLS(s.tlsConfig), s.handshakeFailed}))
 	}
 	if s.metrics != nil {
 		opts = append(opts, grpc.StatsHandler(statsHandler{s.metrics}))
 	}
 	return append(opts, s.grpcOpts...)
+}
+
+// handshakeFailed counts and logs a refused TLS handshake: an expired or
+// foreign client certificate, or a client that is not speaking TLS.
+func (s *Server) handshakeFailed(err error) {
+	reason := handshakeFailure(err)
+	if s.metrics != nil {
+		s.metrics.handshakeFailures.WithLabelValues(reason).Inc()
+	}
+	s.log.V(2).Info("TLS handshake refused", "reason", reason, "err", err.Error())
 }
 
 // shutdownGrace bounds how long Serve waits for unary calls in flight when
