@@ -50,11 +50,7 @@ func TestTheExampleRunsWithItsDefaults(t *testing.T) {
 // which is killed.
 func TestTheExampleSurvivesAReplicaOverAKubeAPIServer(t *testing.T) {
 	cfg := kubetest.Start(t)
-	const api = "open-cluster-management.io/api"
-	kubetest.InstallCRDs(t, cfg,
-		kubetest.ModuleFile(t, api, "cluster/v1/0000_00_clusters.open-cluster-management.io_managedclusters.crd.yaml"),
-		kubetest.ModuleFile(t, api, "addon/v1alpha1/0000_01_addon.open-cluster-management.io_managedclusteraddons.crd.yaml"),
-		kubetest.ModuleFile(t, api, "work/v1/0000_00_work.open-cluster-management.io_manifestworks.crd.yaml"))
+	kubetest.InstallOCMCRDs(t, cfg)
 	hub, err := clientsFor(cfg)
 	if err != nil {
 		t.Fatal(err)

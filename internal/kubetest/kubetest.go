@@ -244,6 +244,20 @@ func InstallCRDs(t testing.TB, cfg *rest.Config, files ...string) {
 	}
 }
 
+// OCMAPIModule is the module OCM's CRDs come from.
+const OCMAPIModule = "open-cluster-management.io/api"
+
+// InstallOCMCRDs installs the CRDs of OCM's hub that workwire's Services
+// serve — ManagedCluster, ManagedClusterAddOn (v1alpha1) and ManifestWork —
+// from OCMAPIModule.
+func InstallOCMCRDs(t testing.TB, cfg *rest.Config) {
+	t.Helper()
+	InstallCRDs(t, cfg,
+		ModuleFile(t, OCMAPIModule, "cluster/v1/0000_00_clusters.open-cluster-management.io_managedclusters.crd.yaml"),
+		ModuleFile(t, OCMAPIModule, "addon/v1alpha1/0000_01_addon.open-cluster-management.io_managedclusteraddons.crd.yaml"),
+		ModuleFile(t, OCMAPIModule, "work/v1/0000_00_work.open-cluster-management.io_manifestworks.crd.yaml"))
+}
+
 func established(ctx context.Context, client dynamic.Interface, name string) bool {
 	crd, err := client.Resource(crds).Get(ctx, name, metav1.GetOptions{})
 	if err != nil {

@@ -37,7 +37,6 @@ import (
 )
 
 const (
-	apiModule = "open-cluster-management.io/api"
 	agentUser = kubeservice.AgentCommonNamePrefix + "cluster1:agent1"
 	token     = "cluster1-agent-token"
 )
@@ -58,9 +57,7 @@ func forEachHub(t *testing.T, test func(t *testing.T, h *testHub)) {
 	})
 	t.Run("kube-apiserver", func(t *testing.T) {
 		cfg := kubetest.Start(t)
-		kubetest.InstallCRDs(t, cfg,
-			kubetest.ModuleFile(t, apiModule, "cluster/v1/0000_00_clusters.open-cluster-management.io_managedclusters.crd.yaml"),
-			kubetest.ModuleFile(t, apiModule, "addon/v1alpha1/0000_01_addon.open-cluster-management.io_managedclusteraddons.crd.yaml"))
+		kubetest.InstallOCMCRDs(t, cfg)
 		kubetest.CreateNamespaces(t, cfg, "cluster1")
 		test(t, startHub(t, kubernetes.NewForConfigOrDie(cfg), clusterclient.NewForConfigOrDie(cfg), addonclient.NewForConfigOrDie(cfg)))
 	})

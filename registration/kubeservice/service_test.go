@@ -42,8 +42,6 @@ import (
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
-const apiModule = "open-cluster-management.io/api"
-
 // hub is a real kube-apiserver with OCM's cluster and add-on CRDs, the
 // namespaces of two clusters, and every Service of this package over it.
 type hub struct {
@@ -62,9 +60,7 @@ type hub struct {
 func startHub(t *testing.T) *hub {
 	t.Helper()
 	cfg := kubetest.Start(t)
-	kubetest.InstallCRDs(t, cfg,
-		kubetest.ModuleFile(t, apiModule, "cluster/v1/0000_00_clusters.open-cluster-management.io_managedclusters.crd.yaml"),
-		kubetest.ModuleFile(t, apiModule, "addon/v1alpha1/0000_01_addon.open-cluster-management.io_managedclusteraddons.crd.yaml"))
+	kubetest.InstallOCMCRDs(t, cfg)
 	kubetest.CreateNamespaces(t, cfg, "cluster1", "cluster2")
 	h := &hub{
 		kube:     kubernetes.NewForConfigOrDie(cfg),
