@@ -390,8 +390,10 @@ func writeAtomic(path string, data []byte) error {
 // cluster's lease once per the cluster's spec.leaseDurationSeconds while
 // the hub keeps one for it (the hub creates it once it accepts the
 // cluster), and rotates the certificate once Rotation of its validity has
-// passed. It connects with HubConfig; call Join first. It returns ctx's
-// cause, or the error that stopped it.
+// passed, trying again until it expires. It connects with HubConfig; call
+// Join first. It returns ctx's cause, or the error that stopped it: a
+// certificate that expired before it could be rotated means the agent must
+// Join again, with its bootstrap identity.
 func (a *Agent) Run(ctx context.Context) error {
 	log := a.logger(ctx)
 	cert, err := a.current()
@@ -424,11 +426,14 @@ func (a *Agent) Run(ctx context.Context) error {
 		case <-rotate.C:
 			next, err := a.certify(ctx, c)
 			if err != nil {
-				if ctx.Err() != nil {
+				switch {
+				case ctx.Err() != nil:
 					return context.Cause(ctx)
+				case !time.Now().Before(cert.NotAfter):
+					return fmt.Errorf("registration agent: the certificate expired before it could be rotated (Join again): %w", err)
 				}
 				log.Error(err, "certificate not rotated; trying again")
-				rotate.Reset(time.Until(cert.NotAfter) / 10)
+				rotate.Reset(max(time.Until(cert.NotAfter)/10, time.Second))
 				continue
 			}
 			cert = next

@@ -38,7 +38,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
-	"k8s.io/klog/v2"
 	addonv1alpha1 "open-cluster-management.io/api/addon/v1alpha1"
 	addonclient "open-cluster-management.io/api/client/addon/clientset/versioned"
 	clusterclient "open-cluster-management.io/api/client/cluster/clientset/versioned"
@@ -221,9 +220,6 @@ func eventClient(config options.TransportConfig, cluster string, opts settings) 
 // hub sent (its informers synced), or ctx ends. On failure it closes what
 // it started.
 func (c *Clients) Start(ctx context.Context) error {
-	if _, err := logr.FromContext(ctx); err != nil {
-		ctx = klog.NewContext(ctx, klog.Background())
-	}
 	for i, p := range c.parts {
 		if err := p.Start(ctx); err != nil {
 			closeErr := c.close(context.WithoutCancel(ctx), c.parts[:i])
