@@ -20,10 +20,11 @@
 // Events go one way: an agent creates them and updates their series, and
 // the hub sends none down, so they are neither read nor watched.
 //
-// What the Services never take is refused here, before the wire, with the
-// 405 MethodNotAllowed a kube-apiserver gives a method it does not serve:
-// every other resource and method of the clientsets, and the types the
-// clients were not started with (Options.Types). No method returns nil.
+// Everything else — every other resource and method of the clientsets
+// (Apply, UpdateApproval, Pods), and the types the clients do not carry
+// (WithTypes) — is refused here, before the wire, with the 405
+// MethodNotAllowed a kube-apiserver gives a method it does not serve. No
+// method returns nil.
 package clients
 
 import (
