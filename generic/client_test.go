@@ -121,7 +121,14 @@ type sourceSide struct {
 	store   *store
 	obs     *counter
 	mu      sync.Mutex
-	handled map[string]int // statuses received per resource ID
+	handled map[string]int                 // statuses received per resource ID
+	orders  map[string]generic.StatusOrder // the last status's order per resource ID, as its handler saw it
+}
+
+func (s *sourceSide) order(uid string) generic.StatusOrder {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.orders[uid]
 }
 
 func (s *sourceSide) calls(uid string) int {
@@ -146,10 +153,12 @@ func startSource(t testing.TB, id string, tr options.Transport, st *store, opts 
 	if err != nil {
 		t.Fatal(err)
 	}
-	side := &sourceSide{client: c, store: st, obs: obs, handled: map[string]int{}}
-	if err := c.Subscribe(func(_ context.Context, _ types.EventType, got *widget) error {
+	side := &sourceSide{client: c, store: st, obs: obs, handled: map[string]int{}, orders: map[string]generic.StatusOrder{}}
+	if err := c.Subscribe(func(ctx context.Context, _ types.EventType, got *widget) error {
+		order, _ := generic.StatusOrderFrom(ctx)
 		side.mu.Lock()
 		side.handled[string(got.UID)]++
+		side.orders[string(got.UID)] = order
 		side.mu.Unlock()
 		w, ok := st.get(string(got.UID))
 		if !ok {

@@ -115,6 +115,7 @@ const NoStatus = ""
 // transport's receive goroutine, and never concurrently for one resource; they
 // may block. An error makes the client retry the event with backoff (unless a
 // newer event for the resource arrived) and is reported to the error handler.
+// A source's handler finds the status's order in ctx (StatusOrderFrom).
 type ResourceHandler[T Object] func(ctx context.Context, t types.EventType, obj T) error
 
 // Interface is what the source and the agent clients both offer.

@@ -632,6 +632,9 @@ func scenarioOutOfOrderStatusIsDropped(t *testing.T, e *env) {
 	if got, _ := hubStore.get(string(w.UID)); got.Status != "new-gen" {
 		t.Errorf("status %q", got.Status)
 	}
+	if got, want := hub.order(string(w.UID)), (generic.StatusOrder{Version: 3, Sequence: 10, HasSequence: true}); got != want {
+		t.Errorf("the handler saw order %+v, want %+v", got, want)
+	}
 
 	// The agent's spec resyncs tell where its sequence stands.
 	resync := func(seq string) {

@@ -180,6 +180,7 @@ func (s *SourceClient[T]) handleEvent(ctx context.Context, t *task) error {
 	if err != nil {
 		return &dropError{reason: DropDecode, err: &DecodeError{EventID: t.evt.ID(), EventType: t.evt.Type(), Err: err}}
 	}
+	ctx = withStatusOrder(ctx, StatusOrder{Version: t.version, Sequence: t.seq, HasSequence: t.hasSeq})
 	if err := s.c.callHandlers(ctx, t.et, obj); err != nil {
 		return err
 	}
