@@ -1,0 +1,386 @@
+package pgstore
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/selection"
+	kubetypes "k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/validation"
+	workv1 "open-cluster-management.io/api/work/v1"
+
+	"github.com/workwire/sdk-go/codec"
+	"github.com/workwire/sdk-go/generic"
+)
+
+var worksResource = workv1.Resource("manifestworks")
+
+// Store keeps ManifestWorks and their statuses in PostgreSQL. It is
+// goroutine-safe; several Stores (replicas) may share one database.
+type Store struct {
+	pool    *pgxpool.Pool
+	channel string // where the schema's changes are announced
+}
+
+// Open migrates the schema of pool's database — the first schema of its
+// search_path, "public" by default — to SchemaVersion and returns its
+// Store. Replicas may Open at once: they migrate once.
+func Open(ctx context.Context, pool *pgxpool.Pool) (*Store, error) {
+	if pool == nil {
+		return nil, errors.New("pgstore: no connection pool")
+	}
+	conn, err := pool.Acquire(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("pgstore: connect: %w", err)
+	}
+	defer conn.Release()
+	if err := migrate(ctx, conn.Conn()); err != nil {
+		return nil, fmt.Errorf("pgstore: %w", err)
+	}
+	var schema string
+	if err := conn.QueryRow(ctx, `SELECT current_schema()`).Scan(&schema); err != nil {
+		return nil, fmt.Errorf("pgstore: %w", err)
+	}
+	return &Store{pool: pool, channel: schema + ".workwire_works"}, nil
+}
+
+// stored is what the work column holds: what a writer of a work says
+// about it, beyond its name and cluster.
+type stored struct {
+	Labels      map[string]string       `json:"labels,omitempty"`
+	Annotations map[string]string       `json:"annotations,omitempty"`
+	Spec        workv1.ManifestWorkSpec `json:"spec"`
+}
+
+func storedOf(w *workv1.ManifestWork) ([]byte, []byte, error) {
+	data, err := json.Marshal(stored{Labels: w.Labels, Annotations: w.Annotations, Spec: w.Spec})
+	if err != nil {
+		return nil, nil, err
+	}
+	l := w.Labels
+	if l == nil {
+		l = map[string]string{}
+	}
+	lbl, err := json.Marshal(l)
+	return data, lbl, err
+}
+
+// checkNames checks a work's cluster (a DNS label: it is a namespace)
+// and name (a DNS subdomain).
+func checkNames(cluster, name string) error {
+	var msgs []string
+	for _, m := range validation.IsDNS1123Label(cluster) {
+		msgs = append(msgs, fmt.Sprintf("cluster %q: %s", cluster, m))
+	}
+	for _, m := range validation.IsDNS1123Subdomain(name) {
+		msgs = append(msgs, fmt.Sprintf("name %q: %s", name, m))
+	}
+	if len(msgs) > 0 {
+		return apierrors.NewBadRequest(strings.Join(msgs, "; "))
+	}
+	return nil
+}
+
+const columns = `uid, cluster, name, generation, revision, work, created_at, deleting_at, status`
+
+func scan(row pgx.Row) (*workv1.ManifestWork, error) {
+	var (
+		uid             uuid.UUID
+		cluster, name   string
+		generation, rev int64
+		data, status    []byte
+		created         time.Time
+		deleting        *time.Time
+	)
+	if err := row.Scan(&uid, &cluster, &name, &generation, &rev, &data, &created, &deleting, &status); err != nil {
+		return nil, err
+	}
+	var s stored
+	if err := json.Unmarshal(data, &s); err != nil {
+		return nil, fmt.Errorf("work %s/%s in the database: %w", cluster, name, err)
+	}
+	w := &workv1.ManifestWork{
+		TypeMeta: metav1.TypeMeta{APIVersion: workv1.GroupVersion.String(), Kind: "ManifestWork"},
+		ObjectMeta: metav1.ObjectMeta{
+			Name: name, Namespace: cluster, UID: kubetypes.UID(uid.String()), Generation: generation,
+			ResourceVersion: strconv.FormatInt(rev, 10), CreationTimestamp: metav1.NewTime(created),
+			Labels: s.Labels, Annotations: s.Annotations,
+		},
+		Spec: s.Spec,
+	}
+	if deleting != nil {
+		t := metav1.NewTime(*deleting)
+		w.DeletionTimestamp = &t
+	}
+	if status != nil {
+		if err := json.Unmarshal(status, &w.Status); err != nil {
+			return nil, fmt.Errorf("status of work %s/%s in the database: %w", cluster, name, err)
+		}
+	}
+	return w, nil
+}
+
+// Create stores a new work of cluster w.Namespace, with a new UID and
+// generation 1, and returns it as stored. A work of that name in that
+// cluster already is AlreadyExists.
+func (s *Store) Create(ctx context.Context, w *workv1.ManifestWork) (*workv1.ManifestWork, error) {
+	if err := checkNames(w.Namespace, w.Name); err != nil {
+		return nil, err
+	}
+	data, lbl, err := storedOf(w)
+	if err != nil {
+		return nil, apierrors.NewBadRequest(err.Error())
+	}
+	out, err := scan(s.pool.QueryRow(ctx, `INSERT INTO workwire_works (uid, cluster, name, generation, labels, work)
+		VALUES ($1, $2, $3, 1, $4, $5) RETURNING `+columns, uuid.New(), w.Namespace, w.Name, lbl, data))
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) && pgErr.Code == "23505" { // unique_violation
+		return nil, apierrors.NewAlreadyExists(worksResource, w.Name)
+	}
+	return out, err
+}
+
+// Get returns the work name of cluster, or NotFound.
+func (s *Store) Get(ctx context.Context, cluster, name string) (*workv1.ManifestWork, error) {
+	w, err := scan(s.pool.QueryRow(ctx, `SELECT `+columns+` FROM workwire_works WHERE cluster = $1 AND name = $2`, cluster, name))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, apierrors.NewNotFound(worksResource, name)
+	}
+	return w, err
+}
+
+// GetByUID returns the work whose UID is uid (its resource ID on the
+// wire), or NotFound.
+func (s *Store) GetByUID(ctx context.Context, uid string) (*workv1.ManifestWork, error) {
+	id, err := uuid.Parse(uid)
+	if err != nil {
+		return nil, apierrors.NewNotFound(worksResource, uid)
+	}
+	w, err := scan(s.pool.QueryRow(ctx, `SELECT `+columns+` FROM workwire_works WHERE uid = $1`, id))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, apierrors.NewNotFound(worksResource, uid)
+	}
+	return w, err
+}
+
+// Update writes w's labels, annotations and spec over the stored work of
+// its name and cluster, if w.ResourceVersion is the stored one (else
+// Conflict; empty is refused too: a write must say what it read). A
+// changed spec raises the generation. A work being deleted takes no
+// change of spec (Conflict).
+func (s *Store) Update(ctx context.Context, w *workv1.ManifestWork) (*workv1.ManifestWork, error) {
+	if err := checkNames(w.Namespace, w.Name); err != nil {
+		return nil, err
+	}
+	rev, err := strconv.ParseInt(w.ResourceVersion, 10, 64)
+	if err != nil {
+		return nil, apierrors.NewBadRequest(fmt.Sprintf("resourceVersion %q: an update names the version it changes", w.ResourceVersion))
+	}
+	tx, err := s.pool.Begin(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = tx.Rollback(ctx) }()
+	cur, err := scan(tx.QueryRow(ctx, `SELECT `+columns+` FROM workwire_works WHERE cluster = $1 AND name = $2 FOR UPDATE`, w.Namespace, w.Name))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, apierrors.NewNotFound(worksResource, w.Name)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if cur.ResourceVersion != strconv.FormatInt(rev, 10) || w.UID != "" && w.UID != cur.UID {
+		return nil, apierrors.NewConflict(worksResource, w.Name, errors.New("the object has been modified; please apply your changes to the latest version and try again"))
+	}
+	generation := cur.Generation
+	if !apiequality.Semantic.DeepEqual(w.Spec, cur.Spec) {
+		if cur.DeletionTimestamp != nil {
+			return nil, apierrors.NewConflict(worksResource, w.Name, errors.New("the work is being deleted: its spec no longer changes"))
+		}
+		generation++
+	}
+	data, lbl, err := storedOf(w)
+	if err != nil {
+		return nil, apierrors.NewBadRequest(err.Error())
+	}
+	out, err := scan(tx.QueryRow(ctx, `UPDATE workwire_works SET generation = $2, labels = $3, work = $4 WHERE uid = $1 RETURNING `+columns,
+		uuid.MustParse(string(cur.UID)), generation, lbl, data))
+	if err != nil {
+		return nil, err
+	}
+	return out, tx.Commit(ctx)
+}
+
+// Delete marks the work name of cluster deleted and returns it: it stays,
+// and agents are told, until its agent reports it Deleted (ApplyStatus).
+// A work already being deleted is returned as it is.
+func (s *Store) Delete(ctx context.Context, cluster, name string) (*workv1.ManifestWork, error) {
+	w, err := scan(s.pool.QueryRow(ctx, `UPDATE workwire_works SET deleting_at = now()
+		WHERE cluster = $1 AND name = $2 AND deleting_at IS NULL RETURNING `+columns, cluster, name))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return s.Get(ctx, cluster, name) // being deleted already, or NotFound
+	}
+	return w, err
+}
+
+// ApplyStatus stores the status an agent reported for the work whose UID
+// is uid, unless a newer one is stored (order: the generation it reports
+// on, then the agent's sequence), and reports whether it did. Writes are
+// idempotent: the same status again, or an older one, changes nothing. A
+// status with the Deleted condition of a work being deleted removes the
+// work. A status of a work that is gone is dropped.
+func (s *Store) ApplyStatus(ctx context.Context, uid string, order generic.StatusOrder, status workv1.ManifestWorkStatus) (bool, error) {
+	id, err := uuid.Parse(uid)
+	if err != nil {
+		return false, nil // no work of ours has it
+	}
+	if meta.IsStatusConditionTrue(status.Conditions, codec.WorkDeleted) {
+		tag, err := s.pool.Exec(ctx, `DELETE FROM workwire_works WHERE uid = $1 AND deleting_at IS NOT NULL`, id)
+		if err != nil {
+			return false, err
+		}
+		if tag.RowsAffected() == 1 {
+			return true, nil
+		}
+	}
+	data, err := json.Marshal(status)
+	if err != nil {
+		return false, err
+	}
+	seq := int64(order.Sequence & (1<<63 - 1)) // a snowflake ID has 63 bits
+	// Newer: a later generation, or the same and (with a sequence) a later
+	// sequence; without one, the same generation over the same or older.
+	tag, err := s.pool.Exec(ctx, `UPDATE workwire_works SET status = $2, status_generation = $3, status_sequence = $4
+		WHERE uid = $1 AND (status_generation < $3 OR status_generation = $3 AND (NOT $5 OR status_sequence < $4))`,
+		id, data, order.Version, seq, order.HasSequence)
+	if err != nil {
+		return false, err
+	}
+	return tag.RowsAffected() == 1, nil
+}
+
+// ListOptions select works.
+type ListOptions struct {
+	// Cluster selects one cluster's works; "" every cluster's.
+	Cluster string
+	// Selector selects by label; nil selects everything. Supported:
+	// =, ==, !=, in, notin, exists and !exists.
+	Selector labels.Selector
+	// Limit bounds the works returned (0: no bound); Continue, from the
+	// previous page's list, starts after it.
+	Limit    int
+	Continue string
+}
+
+// continueToken is where a page ended.
+type continueToken struct {
+	Cluster string `json:"c"`
+	Name    string `json:"n"`
+}
+
+// List returns the works opts selects, by cluster and name; its Continue
+// is set when more follow.
+func (s *Store) List(ctx context.Context, opts ListOptions) (*workv1.ManifestWorkList, error) {
+	var where []string
+	var args []any
+	arg := func(v any) string {
+		args = append(args, v)
+		return "$" + strconv.Itoa(len(args))
+	}
+	if opts.Cluster != "" {
+		where = append(where, "cluster = "+arg(opts.Cluster))
+	}
+	if opts.Selector != nil {
+		reqs, selectable := opts.Selector.Requirements()
+		if !selectable {
+			return &workv1.ManifestWorkList{}, nil
+		}
+		for _, r := range reqs {
+			cond, err := labelCondition(r, arg)
+			if err != nil {
+				return nil, err
+			}
+			where = append(where, cond)
+		}
+	}
+	if opts.Continue != "" {
+		raw, err := base64.RawURLEncoding.DecodeString(opts.Continue)
+		var tok continueToken
+		if err == nil {
+			err = json.Unmarshal(raw, &tok)
+		}
+		if err != nil {
+			return nil, apierrors.NewBadRequest(fmt.Sprintf("continue %q: not a token this list gave", opts.Continue))
+		}
+		where = append(where, fmt.Sprintf("(cluster, name) > (%s, %s)", arg(tok.Cluster), arg(tok.Name)))
+	}
+	query := `SELECT ` + columns + ` FROM workwire_works`
+	if len(where) > 0 {
+		query += " WHERE " + strings.Join(where, " AND ")
+	}
+	query += " ORDER BY cluster, name"
+	if opts.Limit < 0 {
+		return nil, apierrors.NewBadRequest(fmt.Sprintf("limit %d: want 0 or more", opts.Limit))
+	}
+	if opts.Limit > 0 {
+		query += " LIMIT " + arg(opts.Limit+1)
+	}
+	rows, err := s.pool.Query(ctx, query, args...)
+	if err != nil {
+		return nil, err
+	}
+	works, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (*workv1.ManifestWork, error) { return scan(r) })
+	if err != nil {
+		return nil, err
+	}
+	list := &workv1.ManifestWorkList{TypeMeta: metav1.TypeMeta{APIVersion: workv1.GroupVersion.String(), Kind: "ManifestWorkList"}}
+	if opts.Limit > 0 && len(works) > opts.Limit {
+		works = works[:opts.Limit]
+		last := works[len(works)-1]
+		tok, _ := json.Marshal(continueToken{Cluster: last.Namespace, Name: last.Name})
+		list.Continue = base64.RawURLEncoding.EncodeToString(tok)
+	}
+	list.Items = make([]workv1.ManifestWork, len(works))
+	for i, w := range works {
+		list.Items[i] = *w
+	}
+	return list, nil
+}
+
+// labelCondition is the SQL of one label requirement over the labels
+// column (a JSON object); arg adds a parameter and returns its
+// placeholder.
+func labelCondition(r labels.Requirement, arg func(any) string) (string, error) {
+	key := r.Key()
+	values := r.ValuesUnsorted()
+	switch r.Operator() {
+	case selection.Equals, selection.DoubleEquals:
+		return "labels ->> " + arg(key) + " = " + arg(values[0]), nil
+	case selection.NotEquals:
+		return "(labels ->> " + arg(key) + ") IS DISTINCT FROM " + arg(values[0]), nil
+	case selection.In:
+		return "labels ->> " + arg(key) + " = ANY(" + arg(values) + ")", nil
+	case selection.NotIn:
+		k := arg(key)
+		return "(labels ->> " + k + " IS NULL OR NOT (labels ->> " + k + " = ANY(" + arg(values) + ")))", nil
+	case selection.Exists:
+		return "labels ? " + arg(key), nil
+	case selection.DoesNotExist:
+		return "NOT (labels ? " + arg(key) + ")", nil
+	}
+	return "", apierrors.NewBadRequest(fmt.Sprintf("label selector %q: operator %s is not supported", r.String(), r.Operator()))
+}
