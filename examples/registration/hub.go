@@ -8,7 +8,6 @@ import (
 	"net"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -109,127 +108,6 @@ func startReplica(ctx context.Context, c hubClients, p *pki, tokens map[string]s
 func (r *replica) stop() {
 	r.cancel()
 	r.wg.Wait()
-}
-
-// failover is the address agents connect to when the hub has several
-// replicas, as a Kubernetes Service would be: connections take turns
-// among the replicas, and one whose replica does not answer goes to the
-// next.
-type failover struct {
-	lis      net.Listener
-	backends []string
-	next     atomic.Uint64
-	mu       sync.Mutex
-	dead     map[string]bool
-	conns    map[net.Conn]string // each proxied connection, client and replica side, to its replica
-	wg       sync.WaitGroup
-}
-
-func newFailover(backends []string) (*failover, error) {
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return nil, err
-	}
-	f := &failover{lis: lis, backends: backends, dead: map[string]bool{}, conns: map[net.Conn]string{}}
-	f.wg.Go(f.serve)
-	return f, nil
-}
-
-func (f *failover) addr() string { return f.lis.Addr().String() }
-
-func (f *failover) serve() {
-	for {
-		c, err := f.lis.Accept()
-		if err != nil {
-			return
-		}
-		f.wg.Go(func() { f.forward(c) })
-	}
-}
-
-func (f *failover) forward(c net.Conn) {
-	var up net.Conn
-	var backend string
-	first := int(f.next.Add(1))
-	for i := range f.backends {
-		backend = f.backends[(first+i)%len(f.backends)]
-		if f.isDead(backend) {
-			continue
-		}
-		var err error
-		if up, err = net.DialTimeout("tcp", backend, time.Second); err == nil {
-			break
-		}
-	}
-	if up == nil || !f.track(backend, c, up) {
-		_ = c.Close()
-		if up != nil {
-			_ = up.Close()
-		}
-		return
-	}
-	defer f.untrack(c, up)
-	done := make(chan struct{}, 2)
-	pipe := func(dst, src net.Conn) {
-		_, _ = io.Copy(dst, src)
-		_ = dst.Close()
-		_ = src.Close()
-		done <- struct{}{}
-	}
-	go pipe(up, c)
-	go pipe(c, up)
-	<-done
-	<-done
-}
-
-func (f *failover) track(backend string, conns ...net.Conn) bool {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if f.conns == nil || f.dead[backend] {
-		return false
-	}
-	for _, c := range conns {
-		f.conns[c] = backend
-	}
-	return true
-}
-
-func (f *failover) isDead(backend string) bool {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return f.dead[backend]
-}
-
-// kill makes backend's replica vanish as a crashed one does: its
-// connections drop at once, without a goodbye, and no new one reaches it.
-func (f *failover) kill(backend string) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.dead[backend] = true
-	for c, b := range f.conns {
-		if b == backend {
-			_ = c.Close()
-		}
-	}
-}
-
-func (f *failover) untrack(conns ...net.Conn) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	for _, c := range conns {
-		delete(f.conns, c)
-	}
-}
-
-func (f *failover) close() {
-	_ = f.lis.Close()
-	f.mu.Lock()
-	for c := range f.conns {
-		_ = c.Close()
-	}
-	f.conns = nil
-	f.mu.Unlock()
-	f.wg.Wait()
 }
 
 // controllers are the hub's own controllers of this example, over its

@@ -56,6 +56,7 @@ import (
 	"github.com/workwire/sdk-go/options"
 	"github.com/workwire/sdk-go/options/grpc"
 	"github.com/workwire/sdk-go/options/grpc/server"
+	"github.com/workwire/sdk-go/options/transporttest"
 	regagent "github.com/workwire/sdk-go/registration/agent"
 	"github.com/workwire/sdk-go/registration/clients"
 	"github.com/workwire/sdk-go/work"
@@ -194,17 +195,19 @@ func runExample(ctx context.Context, hub hubClients, cfg config, w io.Writer) er
 		defer r.stop()
 	}
 	addr := replicas[0].addr
-	var lb *failover
+	// Several replicas are reached through one address, as through a
+	// Kubernetes Service: connections take turns among them.
+	var lb *transporttest.Proxy
 	if cfg.replicas > 1 {
 		backends := make([]string, len(replicas))
 		for i, r := range replicas {
 			backends[i] = r.addr
 		}
-		if lb, err = newFailover(backends); err != nil {
+		if lb, err = transporttest.NewProxy(backends[0], backends[1:]...); err != nil {
 			return err
 		}
-		defer lb.close()
-		addr = lb.addr()
+		defer func() { _ = lb.Close() }()
+		addr = lb.Addr()
 	}
 	out.printf("hub: %d gRPC server replica(s), agents connect to %s; certificates valid %v\n", cfg.replicas, addr, cfg.validity)
 	stopControllers, err := startControllers(ctx, hub, out)
@@ -314,7 +317,7 @@ func runExample(ctx context.Context, hub hubClients, cfg config, w io.Writer) er
 		for i, r := range replicas {
 			out.printf("hub: replica %d serves %d subscriptions\n", i, r.srv.Subscribers())
 		}
-		lb.kill(replicas[0].addr)
+		lb.Kill(replicas[0].addr)
 		replicas[0].stop()
 		out.printf("hub: replica 0 killed: its connections dropped\n")
 		if err := deliver(ctx, hub, clusters, "after-failover", out, check); err != nil {

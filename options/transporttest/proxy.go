@@ -9,14 +9,19 @@ import (
 // broker and breaks their connections on demand: Cut closes them all (the
 // clients reconnect through it), Stall stops forwarding bytes without
 // closing anything (a network that hangs), Refuse turns new connections
-// away. It is goroutine-safe; Close stops it and waits for its goroutines.
+// away. In front of several replicas of a broker it is their load
+// balancer: new connections take turns among them, skipping one that does
+// not answer, and Kill makes one vanish as a crashed replica does. It is
+// goroutine-safe; Close stops it and waits for its goroutines.
 type Proxy struct {
-	target string
-	l      net.Listener
+	targets []string
+	l       net.Listener
 
 	mu      sync.Mutex
 	cond    *sync.Cond
-	conns   map[net.Conn]struct{}
+	conns   map[net.Conn]string // each connection, both sides, to its target
+	dead    map[string]bool
+	next    int
 	stalled bool
 	refuse  bool
 	closed  bool
@@ -24,13 +29,14 @@ type Proxy struct {
 	wg      sync.WaitGroup
 }
 
-// NewProxy listens on 127.0.0.1:0 and forwards to target (host:port).
-func NewProxy(target string) (*Proxy, error) {
+// NewProxy listens on 127.0.0.1:0 and forwards to target (host:port), or
+// to each of targets in turn.
+func NewProxy(target string, more ...string) (*Proxy, error) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, err
 	}
-	p := &Proxy{target: target, l: l, conns: make(map[net.Conn]struct{})}
+	p := &Proxy{targets: append([]string{target}, more...), l: l, conns: make(map[net.Conn]string), dead: make(map[string]bool)}
 	p.cond = sync.NewCond(&p.mu)
 	p.wg.Add(1)
 	go p.accept()
@@ -54,6 +60,19 @@ func (p *Proxy) Cut() {
 	p.cuts++
 	for c := range p.conns {
 		_ = c.Close()
+	}
+}
+
+// Kill makes target vanish as a crashed replica does: its connections
+// close at once, without a goodbye, and no new one goes to it.
+func (p *Proxy) Kill(target string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.dead[target] = true
+	for c, t := range p.conns {
+		if t == target {
+			_ = c.Close()
+		}
 	}
 }
 
@@ -109,12 +128,12 @@ func (p *Proxy) accept() {
 			_ = client.Close()
 			continue
 		}
-		server, err := net.Dial("tcp", p.target)
-		if err != nil {
+		server, target := p.dial()
+		if server == nil {
 			_ = client.Close()
 			continue
 		}
-		if !p.track(client, server) {
+		if !p.track(target, client, server) {
 			continue
 		}
 		p.wg.Add(2)
@@ -123,17 +142,38 @@ func (p *Proxy) accept() {
 	}
 }
 
-func (p *Proxy) track(conns ...net.Conn) bool {
+// dial connects to the next target that is alive and answers.
+func (p *Proxy) dial() (net.Conn, string) {
+	p.mu.Lock()
+	first := p.next
+	p.next = (p.next + 1) % len(p.targets)
+	p.mu.Unlock()
+	for i := range p.targets {
+		target := p.targets[(first+i)%len(p.targets)]
+		p.mu.Lock()
+		dead := p.dead[target]
+		p.mu.Unlock()
+		if dead {
+			continue
+		}
+		if c, err := net.Dial("tcp", target); err == nil {
+			return c, target
+		}
+	}
+	return nil, ""
+}
+
+func (p *Proxy) track(target string, conns ...net.Conn) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.closed {
+	if p.closed || p.dead[target] {
 		for _, c := range conns {
 			_ = c.Close()
 		}
 		return false
 	}
 	for _, c := range conns {
-		p.conns[c] = struct{}{}
+		p.conns[c] = target
 	}
 	return true
 }

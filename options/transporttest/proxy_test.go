@@ -96,3 +96,90 @@ func TestProxy(t *testing.T) {
 		t.Errorf("Cuts = %d", p.Cuts())
 	}
 }
+
+// named serves lines back prefixed with name until the test ends.
+func named(t *testing.T, name string) string {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				r := bufio.NewReader(c)
+				for {
+					line, err := r.ReadString('\n')
+					if err != nil {
+						return
+					}
+					if _, err := c.Write([]byte(name + ":" + line)); err != nil {
+						return
+					}
+				}
+			}()
+		}
+	}()
+	t.Cleanup(func() { l.Close(); <-done })
+	return l.Addr().String()
+}
+
+// In front of replicas, connections take turns among them; a killed one
+// loses its connections and gets no new ones.
+func TestProxyBalancesAndKills(t *testing.T) {
+	a, b := named(t, "a"), named(t, "b")
+	p, err := NewProxy(a, b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	connect := func() (net.Conn, *bufio.Reader) {
+		t.Helper()
+		c, err := net.Dial("tcp", p.Addr())
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+		return c, bufio.NewReader(c)
+	}
+	ask := func(c net.Conn, r *bufio.Reader) (string, error) {
+		if _, err := c.Write([]byte("x\n")); err != nil {
+			return "", err
+		}
+		return r.ReadString('\n')
+	}
+	var onA net.Conn
+	var onAReader *bufio.Reader
+	served := map[string]int{}
+	for range 4 {
+		c, r := connect()
+		got, err := ask(c, r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		served[got]++
+		if got == "a:x\n" {
+			onA, onAReader = c, r
+		}
+	}
+	if served["a:x\n"] != 2 || served["b:x\n"] != 2 {
+		t.Fatalf("served %v, want two connections each", served)
+	}
+	p.Kill(a)
+	if _, err := ask(onA, onAReader); err == nil {
+		t.Error("a connection to the killed replica still works")
+	}
+	for range 3 {
+		c, r := connect()
+		if got, err := ask(c, r); err != nil || got != "b:x\n" {
+			t.Errorf("after the kill: %q, %v; want b", got, err)
+		}
+	}
+}
