@@ -54,6 +54,10 @@ func TestImportsPointDown(t *testing.T) {
 		// The engine is generic over the type: it knows no transport and
 		// no drop-in clientset built on it.
 		{module + "/internal/engine", append([]string{module + "/options/", module + "/work"}, brokers...), nil},
+		// A service's database of works knows no transport; the contract
+		// links no database driver.
+		{module + "/work/workstore", append([]string{module + "/options/", "github.com/jackc/pgx"}, brokers...), nil},
+		{module + "/work/pgstore", append([]string{module + "/options/"}, brokers...), nil},
 		// Registration's hub side serves the gRPC broker: it links
 		// neither another transport nor ManifestWork's clientset.
 		{module + "/registration/...", []string{module + "/work", module + "/options/mqtt", module + "/options/kafka",

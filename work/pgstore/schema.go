@@ -44,8 +44,9 @@ CREATE TRIGGER workwire_revise BEFORE UPDATE ON workwire_works
 	FOR EACH ROW EXECUTE FUNCTION workwire_revise();
 
 -- Every change is announced on the channel "<schema>.workwire_works", at
--- commit: "<op> <uid> <cluster> <revision>", op c (created), s (spec or
--- deletion changed), t (status alone changed), d (deleted).
+-- commit: "<op> <uid> <cluster> <revision>", op c (created), t (the status
+-- alone changed), s (anything else: the spec, labels, annotations,
+-- deletion), d (deleted).
 CREATE FUNCTION workwire_notify() RETURNS trigger LANGUAGE plpgsql AS $$
 DECLARE
 	op text;
@@ -55,10 +56,11 @@ BEGIN
 		op := 'c'; r := NEW;
 	ELSIF TG_OP = 'DELETE' THEN
 		op := 'd'; r := OLD;
-	ELSIF NEW.generation <> OLD.generation OR NEW.deleting_at IS DISTINCT FROM OLD.deleting_at OR NEW.work <> OLD.work THEN
-		op := 's'; r := NEW;
-	ELSE
+	ELSIF NEW.generation = OLD.generation AND NEW.deleting_at IS NOT DISTINCT FROM OLD.deleting_at AND NEW.work = OLD.work
+		AND NEW.status IS DISTINCT FROM OLD.status THEN
 		op := 't'; r := NEW;
+	ELSE
+		op := 's'; r := NEW;
 	END IF;
 	PERFORM pg_notify(TG_TABLE_SCHEMA || '.workwire_works', op || ' ' || r.uid || ' ' || r.cluster || ' ' || r.revision);
 	RETURN NULL;

@@ -2,7 +2,6 @@ package pgstore
 
 import (
 	"context"
-	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -21,17 +20,15 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/selection"
 	kubetypes "k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/validation"
 	workv1 "open-cluster-management.io/api/work/v1"
 
 	"github.com/workwire/sdk-go/codec"
 	"github.com/workwire/sdk-go/generic"
+	"github.com/workwire/sdk-go/work/workstore"
 )
 
-var worksResource = workv1.Resource("manifestworks")
-
-// Store keeps ManifestWorks and their statuses in PostgreSQL. It is
-// goroutine-safe; several Stores (replicas) may share one database.
+// Store is a workstore.Store in PostgreSQL. It is goroutine-safe; several
+// Stores (replicas) may share one database.
 type Store struct {
 	pool    *pgxpool.Pool
 	channel string // where the schema's changes are announced
@@ -59,6 +56,8 @@ func Open(ctx context.Context, pool *pgxpool.Pool) (*Store, error) {
 	return &Store{pool: pool, channel: schema + ".workwire_works"}, nil
 }
 
+var _ workstore.Store = (*Store)(nil)
+
 // stored is what the work column holds: what a writer of a work says
 // about it, beyond its name and cluster.
 type stored struct {
@@ -78,22 +77,6 @@ func storedOf(w *workv1.ManifestWork) ([]byte, []byte, error) {
 	}
 	lbl, err := json.Marshal(l)
 	return data, lbl, err
-}
-
-// checkNames checks a work's cluster (a DNS label: it is a namespace)
-// and name (a DNS subdomain).
-func checkNames(cluster, name string) error {
-	var msgs []string
-	for _, m := range validation.IsDNS1123Label(cluster) {
-		msgs = append(msgs, fmt.Sprintf("cluster %q: %s", cluster, m))
-	}
-	for _, m := range validation.IsDNS1123Subdomain(name) {
-		msgs = append(msgs, fmt.Sprintf("name %q: %s", name, m))
-	}
-	if len(msgs) > 0 {
-		return apierrors.NewBadRequest(strings.Join(msgs, "; "))
-	}
-	return nil
 }
 
 const columns = `uid, cluster, name, generation, revision, work, created_at, deleting_at, status`
@@ -139,7 +122,7 @@ func scan(row pgx.Row) (*workv1.ManifestWork, error) {
 // generation 1, and returns it as stored. A work of that name in that
 // cluster already is AlreadyExists.
 func (s *Store) Create(ctx context.Context, w *workv1.ManifestWork) (*workv1.ManifestWork, error) {
-	if err := checkNames(w.Namespace, w.Name); err != nil {
+	if err := workstore.CheckNames(w.Namespace, w.Name); err != nil {
 		return nil, err
 	}
 	data, lbl, err := storedOf(w)
@@ -150,7 +133,7 @@ func (s *Store) Create(ctx context.Context, w *workv1.ManifestWork) (*workv1.Man
 		VALUES ($1, $2, $3, 1, $4, $5) RETURNING `+columns, uuid.New(), w.Namespace, w.Name, lbl, data))
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) && pgErr.Code == "23505" { // unique_violation
-		return nil, apierrors.NewAlreadyExists(worksResource, w.Name)
+		return nil, apierrors.NewAlreadyExists(workstore.Resource, w.Name)
 	}
 	return out, err
 }
@@ -159,7 +142,7 @@ func (s *Store) Create(ctx context.Context, w *workv1.ManifestWork) (*workv1.Man
 func (s *Store) Get(ctx context.Context, cluster, name string) (*workv1.ManifestWork, error) {
 	w, err := scan(s.pool.QueryRow(ctx, `SELECT `+columns+` FROM workwire_works WHERE cluster = $1 AND name = $2`, cluster, name))
 	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, apierrors.NewNotFound(worksResource, name)
+		return nil, apierrors.NewNotFound(workstore.Resource, name)
 	}
 	return w, err
 }
@@ -169,11 +152,11 @@ func (s *Store) Get(ctx context.Context, cluster, name string) (*workv1.Manifest
 func (s *Store) GetByUID(ctx context.Context, uid string) (*workv1.ManifestWork, error) {
 	id, err := uuid.Parse(uid)
 	if err != nil {
-		return nil, apierrors.NewNotFound(worksResource, uid)
+		return nil, apierrors.NewNotFound(workstore.Resource, uid)
 	}
 	w, err := scan(s.pool.QueryRow(ctx, `SELECT `+columns+` FROM workwire_works WHERE uid = $1`, id))
 	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, apierrors.NewNotFound(worksResource, uid)
+		return nil, apierrors.NewNotFound(workstore.Resource, uid)
 	}
 	return w, err
 }
@@ -184,12 +167,12 @@ func (s *Store) GetByUID(ctx context.Context, uid string) (*workv1.ManifestWork,
 // changed spec raises the generation. A work being deleted takes no
 // change of spec (Conflict).
 func (s *Store) Update(ctx context.Context, w *workv1.ManifestWork) (*workv1.ManifestWork, error) {
-	if err := checkNames(w.Namespace, w.Name); err != nil {
+	if err := workstore.CheckNames(w.Namespace, w.Name); err != nil {
 		return nil, err
 	}
-	rev, err := strconv.ParseInt(w.ResourceVersion, 10, 64)
+	rev, err := workstore.ParseResourceVersion(w.ResourceVersion)
 	if err != nil {
-		return nil, apierrors.NewBadRequest(fmt.Sprintf("resourceVersion %q: an update names the version it changes", w.ResourceVersion))
+		return nil, err
 	}
 	tx, err := s.pool.Begin(ctx)
 	if err != nil {
@@ -198,18 +181,18 @@ func (s *Store) Update(ctx context.Context, w *workv1.ManifestWork) (*workv1.Man
 	defer func() { _ = tx.Rollback(ctx) }()
 	cur, err := scan(tx.QueryRow(ctx, `SELECT `+columns+` FROM workwire_works WHERE cluster = $1 AND name = $2 FOR UPDATE`, w.Namespace, w.Name))
 	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, apierrors.NewNotFound(worksResource, w.Name)
+		return nil, apierrors.NewNotFound(workstore.Resource, w.Name)
 	}
 	if err != nil {
 		return nil, err
 	}
 	if cur.ResourceVersion != strconv.FormatInt(rev, 10) || w.UID != "" && w.UID != cur.UID {
-		return nil, apierrors.NewConflict(worksResource, w.Name, errors.New("the object has been modified; please apply your changes to the latest version and try again"))
+		return nil, workstore.NewConflict(w.Name)
 	}
 	generation := cur.Generation
 	if !apiequality.Semantic.DeepEqual(w.Spec, cur.Spec) {
 		if cur.DeletionTimestamp != nil {
-			return nil, apierrors.NewConflict(worksResource, w.Name, errors.New("the work is being deleted: its spec no longer changes"))
+			return nil, workstore.NewDeletingConflict(w.Name)
 		}
 		generation++
 	}
@@ -273,28 +256,9 @@ func (s *Store) ApplyStatus(ctx context.Context, uid string, order generic.Statu
 	return tag.RowsAffected() == 1, nil
 }
 
-// ListOptions select works.
-type ListOptions struct {
-	// Cluster selects one cluster's works; "" every cluster's.
-	Cluster string
-	// Selector selects by label; nil selects everything. Supported:
-	// =, ==, !=, in, notin, exists and !exists.
-	Selector labels.Selector
-	// Limit bounds the works returned (0: no bound); Continue, from the
-	// previous page's list, starts after it.
-	Limit    int
-	Continue string
-}
-
-// continueToken is where a page ended.
-type continueToken struct {
-	Cluster string `json:"c"`
-	Name    string `json:"n"`
-}
-
 // List returns the works opts selects, by cluster and name; its Continue
 // is set when more follow.
-func (s *Store) List(ctx context.Context, opts ListOptions) (*workv1.ManifestWorkList, error) {
+func (s *Store) List(ctx context.Context, opts workstore.ListOptions) (*workv1.ManifestWorkList, error) {
 	var where []string
 	var args []any
 	arg := func(v any) string {
@@ -303,6 +267,12 @@ func (s *Store) List(ctx context.Context, opts ListOptions) (*workv1.ManifestWor
 	}
 	if opts.Cluster != "" {
 		where = append(where, "cluster = "+arg(opts.Cluster))
+	}
+	if err := workstore.CheckSelector(opts.Selector); err != nil {
+		return nil, err
+	}
+	if err := workstore.CheckLimit(opts.Limit); err != nil {
+		return nil, err
 	}
 	if opts.Selector != nil {
 		reqs, selectable := opts.Selector.Requirements()
@@ -318,24 +288,17 @@ func (s *Store) List(ctx context.Context, opts ListOptions) (*workv1.ManifestWor
 		}
 	}
 	if opts.Continue != "" {
-		raw, err := base64.RawURLEncoding.DecodeString(opts.Continue)
-		var tok continueToken
-		if err == nil {
-			err = json.Unmarshal(raw, &tok)
-		}
+		after, err := workstore.ParseContinue(opts.Continue)
 		if err != nil {
-			return nil, apierrors.NewBadRequest(fmt.Sprintf("continue %q: not a token this list gave", opts.Continue))
+			return nil, err
 		}
-		where = append(where, fmt.Sprintf("(cluster, name) > (%s, %s)", arg(tok.Cluster), arg(tok.Name)))
+		where = append(where, fmt.Sprintf("(cluster, name) > (%s, %s)", arg(after.Cluster), arg(after.Name)))
 	}
 	query := `SELECT ` + columns + ` FROM workwire_works`
 	if len(where) > 0 {
 		query += " WHERE " + strings.Join(where, " AND ")
 	}
 	query += " ORDER BY cluster, name"
-	if opts.Limit < 0 {
-		return nil, apierrors.NewBadRequest(fmt.Sprintf("limit %d: want 0 or more", opts.Limit))
-	}
 	if opts.Limit > 0 {
 		query += " LIMIT " + arg(opts.Limit+1)
 	}
@@ -351,8 +314,7 @@ func (s *Store) List(ctx context.Context, opts ListOptions) (*workv1.ManifestWor
 	if opts.Limit > 0 && len(works) > opts.Limit {
 		works = works[:opts.Limit]
 		last := works[len(works)-1]
-		tok, _ := json.Marshal(continueToken{Cluster: last.Namespace, Name: last.Name})
-		list.Continue = base64.RawURLEncoding.EncodeToString(tok)
+		list.Continue = workstore.Position{Cluster: last.Namespace, Name: last.Name}.Continue()
 	}
 	list.Items = make([]workv1.ManifestWork, len(works))
 	for i, w := range works {

@@ -10,39 +10,9 @@ import (
 
 	"github.com/go-logr/logr"
 	"github.com/jackc/pgx/v5"
+
+	"github.com/workwire/sdk-go/work/workstore"
 )
-
-// Op is what happened to a work.
-type Op byte
-
-const (
-	Created       Op = 'c' // a new work
-	SpecChanged   Op = 's' // its spec, labels, annotations or deletion changed
-	StatusChanged Op = 't' // its status alone changed
-	Deleted       Op = 'd' // it is gone: its agent reported it Deleted
-)
-
-func (o Op) String() string {
-	switch o {
-	case Created:
-		return "created"
-	case SpecChanged:
-		return "spec changed"
-	case StatusChanged:
-		return "status changed"
-	case Deleted:
-		return "deleted"
-	}
-	return fmt.Sprintf("op(%c)", byte(o))
-}
-
-// Change is one change of a work, as Watch tells it.
-type Change struct {
-	Op       Op
-	UID      string
-	Cluster  string
-	Revision int64 // the work's resourceVersion after the change (before it, for Deleted)
-}
 
 // Watch tells handle of every change of the works, whoever wrote it (any
 // replica over the database), in the order the changes committed, from
@@ -50,15 +20,15 @@ type Change struct {
 // holds a connection of its own, made from the pool's config (PostgreSQL's
 // LISTEN). When it loses it, it connects again and tells what changed
 // while it was away — comparing every work's revision with the one it last
-// saw: Created, SpecChanged (for any change, the status's included) or
-// Deleted — so nothing is missed but the order of what changed meanwhile.
+// saw: workstore.Created, workstore.SpecChanged (for any change, the status's included) or
+// workstore.Deleted — so nothing is missed but the order of what changed meanwhile.
 // handle runs on Watch's goroutine, one change at a time.
 //
 // ready, if not nil, is closed once Watch listens: changes committed after
 // it are told.
-func (s *Store) Watch(ctx context.Context, handle func(Change), ready chan<- struct{}) error {
+func (s *Store) Watch(ctx context.Context, handle func(workstore.Change), ready chan<- struct{}) error {
 	log := logr.FromContextOrDiscard(ctx).WithValues("channel", s.channel)
-	known := map[string]Change{}
+	known := map[string]workstore.Change{}
 	first := true
 	backoff := 100 * time.Millisecond
 	for {
@@ -84,7 +54,7 @@ func (s *Store) Watch(ctx context.Context, handle func(Change), ready chan<- str
 
 // listen connects, listens, catches up, and hands notifications to handle
 // until the connection fails or ctx ends.
-func (s *Store) listen(ctx context.Context, known map[string]Change, first bool, handle func(Change), listening func()) error {
+func (s *Store) listen(ctx context.Context, known map[string]workstore.Change, first bool, handle func(workstore.Change), listening func()) error {
 	cfg := s.pool.Config().ConnConfig.Copy()
 	cfg.RuntimeParams["application_name"] = s.WatchName()
 	conn, err := pgx.ConnectConfig(ctx, cfg)
@@ -97,13 +67,13 @@ func (s *Store) listen(ctx context.Context, known map[string]Change, first bool,
 	}
 	// Listening: what commits from now on is notified. What is stored now
 	// is the baseline, or, after a lost connection, what to compare.
-	now := map[string]Change{}
+	now := map[string]workstore.Change{}
 	rows, err := conn.Query(ctx, `SELECT uid::text, cluster, revision FROM workwire_works`)
 	if err != nil {
 		return err
 	}
 	for rows.Next() {
-		var c Change
+		var c workstore.Change
 		if err := rows.Scan(&c.UID, &c.Cluster, &c.Revision); err != nil {
 			rows.Close()
 			return err
@@ -118,16 +88,16 @@ func (s *Store) listen(ctx context.Context, known map[string]Change, first bool,
 		for uid, c := range now {
 			switch was, ok := known[uid]; {
 			case !ok:
-				c.Op = Created
+				c.Op = workstore.Created
 				handle(c)
 			case was.Revision != c.Revision:
-				c.Op = SpecChanged
+				c.Op = workstore.SpecChanged
 				handle(c)
 			}
 		}
 		for uid, c := range known {
 			if _, ok := now[uid]; !ok {
-				c.Op = Deleted
+				c.Op = workstore.Deleted
 				handle(c)
 			}
 		}
@@ -146,7 +116,7 @@ func (s *Store) listen(ctx context.Context, known map[string]Change, first bool,
 		if err != nil {
 			return err
 		}
-		if c.Op == Deleted {
+		if c.Op == workstore.Deleted {
 			delete(known, c.UID)
 		} else {
 			known[c.UID] = c
@@ -160,19 +130,19 @@ func (s *Store) listen(ctx context.Context, known map[string]Change, first bool,
 func (s *Store) WatchName() string { return "workwire watch " + s.channel }
 
 // parseChange parses "<op> <uid> <cluster> <revision>".
-func parseChange(payload string) (Change, error) {
+func parseChange(payload string) (workstore.Change, error) {
 	f := strings.Fields(payload)
 	if len(f) != 4 || len(f[0]) != 1 {
-		return Change{}, fmt.Errorf("notification %q: want \"<op> <uid> <cluster> <revision>\"", payload)
+		return workstore.Change{}, fmt.Errorf("notification %q: want \"<op> <uid> <cluster> <revision>\"", payload)
 	}
 	rev, err := strconv.ParseInt(f[3], 10, 64)
 	if err != nil {
-		return Change{}, fmt.Errorf("notification %q: %w", payload, err)
+		return workstore.Change{}, fmt.Errorf("notification %q: %w", payload, err)
 	}
-	c := Change{Op: Op(f[0][0]), UID: f[1], Cluster: f[2], Revision: rev}
+	c := workstore.Change{Op: workstore.Op(f[0][0]), UID: f[1], Cluster: f[2], Revision: rev}
 	switch c.Op {
-	case Created, SpecChanged, StatusChanged, Deleted:
+	case workstore.Created, workstore.SpecChanged, workstore.StatusChanged, workstore.Deleted:
 		return c, nil
 	}
-	return Change{}, errors.New("notification " + strconv.Quote(payload) + ": unknown op")
+	return workstore.Change{}, errors.New("notification " + strconv.Quote(payload) + ": unknown op")
 }
