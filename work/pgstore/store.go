@@ -122,7 +122,7 @@ func scan(row pgx.Row) (*workv1.ManifestWork, error) {
 // generation 1, and returns it as stored. A work of that name in that
 // cluster already is AlreadyExists.
 func (s *Store) Create(ctx context.Context, w *workv1.ManifestWork) (*workv1.ManifestWork, error) {
-	if err := workstore.CheckNames(w.Namespace, w.Name); err != nil {
+	if err := workstore.CheckWork(w); err != nil {
 		return nil, err
 	}
 	data, lbl, err := storedOf(w)
@@ -167,7 +167,7 @@ func (s *Store) GetByUID(ctx context.Context, uid string) (*workv1.ManifestWork,
 // changed spec raises the generation. A work being deleted takes no
 // change of spec (Conflict).
 func (s *Store) Update(ctx context.Context, w *workv1.ManifestWork) (*workv1.ManifestWork, error) {
-	if err := workstore.CheckNames(w.Namespace, w.Name); err != nil {
+	if err := workstore.CheckWork(w); err != nil {
 		return nil, err
 	}
 	rev, err := workstore.ParseResourceVersion(w.ResourceVersion)

@@ -81,7 +81,7 @@ func copyMap(m map[string]string) map[string]string {
 
 // Create implements Store.
 func (m *Memory) Create(_ context.Context, w *workv1.ManifestWork) (*workv1.ManifestWork, error) {
-	if err := CheckNames(w.Namespace, w.Name); err != nil {
+	if err := CheckWork(w); err != nil {
 		return nil, err
 	}
 	m.mu.Lock()
@@ -125,7 +125,7 @@ func (m *Memory) GetByUID(_ context.Context, uid string) (*workv1.ManifestWork, 
 
 // Update implements Store.
 func (m *Memory) Update(_ context.Context, w *workv1.ManifestWork) (*workv1.ManifestWork, error) {
-	if err := CheckNames(w.Namespace, w.Name); err != nil {
+	if err := CheckWork(w); err != nil {
 		return nil, err
 	}
 	if _, err := ParseResourceVersion(w.ResourceVersion); err != nil {

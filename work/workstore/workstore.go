@@ -19,6 +19,7 @@
 package workstore
 
 import (
+	"bytes"
 	"context"
 	"encoding/base64"
 	"encoding/json"
@@ -28,9 +29,12 @@ import (
 	"strings"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/selection"
 	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 	workv1 "open-cluster-management.io/api/work/v1"
 
 	"github.com/workwire/sdk-go/generic"
@@ -41,8 +45,8 @@ import (
 type Store interface {
 	// Create stores a new work of cluster w.Namespace with a new UID,
 	// generation 1 and a resourceVersion, and returns it as stored. A work
-	// of that name in that cluster already is AlreadyExists; a cluster that
-	// is not a DNS label or a name that is not a DNS subdomain, BadRequest.
+	// of that name in that cluster already is AlreadyExists; one CheckWork
+	// refuses, its error.
 	Create(ctx context.Context, w *workv1.ManifestWork) (*workv1.ManifestWork, error)
 	// Get returns the work name of cluster, or NotFound.
 	Get(ctx context.Context, cluster, name string) (*workv1.ManifestWork, error)
@@ -132,6 +136,39 @@ func CheckNames(cluster, name string) error {
 	}
 	if len(msgs) > 0 {
 		return apierrors.NewBadRequest(strings.Join(msgs, "; "))
+	}
+	return nil
+}
+
+// CheckWork checks what a writer gives a Store: its names (CheckNames),
+// and each manifest, which must be a JSON object with an apiVersion and a
+// kind (what an agent needs to apply it); Invalid names what is wrong.
+func CheckWork(w *workv1.ManifestWork) error {
+	if err := CheckNames(w.Namespace, w.Name); err != nil {
+		return err
+	}
+	var errs field.ErrorList
+	manifests := field.NewPath("spec", "workload", "manifests")
+	for i, m := range w.Spec.Workload.Manifests {
+		raw := m.Raw
+		if raw == nil && m.Object != nil {
+			var err error
+			if raw, err = json.Marshal(m.Object); err != nil {
+				errs = append(errs, field.Invalid(manifests.Index(i), "", err.Error()))
+				continue
+			}
+		}
+		var tm metav1.TypeMeta
+		if err := json.Unmarshal(raw, &tm); err != nil || len(bytes.TrimSpace(raw)) == 0 || bytes.TrimSpace(raw)[0] != '{' {
+			errs = append(errs, field.Invalid(manifests.Index(i), "", "must be a JSON object"))
+			continue
+		}
+		if tm.APIVersion == "" || tm.Kind == "" {
+			errs = append(errs, field.Required(manifests.Index(i), "apiVersion and kind"))
+		}
+	}
+	if len(errs) > 0 {
+		return apierrors.NewInvalid(schema.GroupKind{Group: workv1.GroupName, Kind: "ManifestWork"}, w.Name, errs)
 	}
 	return nil
 }
