@@ -59,6 +59,20 @@ func Config(t testing.TB) *pgxpool.Config {
 	return cfg
 }
 
+// DSN returns the connection string of DSNEnv with the search_path of a
+// new schema, dropped when t ends, for a program that takes a URL. It
+// skips t unless DSNEnv is set.
+func DSN(t testing.TB) string {
+	t.Helper()
+	cfg := Config(t)
+	dsn := os.Getenv(DSNEnv)
+	sep := "?"
+	if strings.Contains(dsn, "?") {
+		sep = "&"
+	}
+	return dsn + sep + "search_path=" + cfg.ConnConfig.RuntimeParams["search_path"]
+}
+
 // Pool returns a pool over Config(t)'s schema, closed when t ends.
 func Pool(t testing.TB) *pgxpool.Pool {
 	t.Helper()
@@ -90,4 +104,3 @@ func Terminate(t testing.TB, pool *pgxpool.Pool, name string) int {
 	}
 	return n
 }
-

@@ -197,15 +197,7 @@ func (s *Service) HandleStatusUpdate(ctx context.Context, evt *cloudevents.Event
 }
 
 func (s *Service) specEvent(w *workv1.ManifestWork) (*cloudevents.Event, error) {
-	action := types.UpdateRequest
-	switch {
-	case w.DeletionTimestamp != nil:
-		action = types.DeleteRequest
-	case w.Generation <= 1:
-		action = types.CreateRequest
-	}
-	et := types.EventType{DataType: codec.ManifestBundlesDataType, SubResource: types.SubResourceSpec, Action: action}
-	evt, err := s.codec.Encode(s.sourceID, et, w)
+	evt, err := s.codec.Encode(s.sourceID, workstore.SpecEventType(w), w)
 	if err != nil {
 		return nil, fmt.Errorf("work %s/%s: %w", w.Namespace, w.Name, err)
 	}
