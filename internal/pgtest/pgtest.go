@@ -56,6 +56,7 @@ func Config(t testing.TB) *pgxpool.Config {
 		}
 	})
 	cfg.ConnConfig.RuntimeParams["search_path"] = schema
+	cfg.ConnConfig.RuntimeParams["application_name"] = schema
 	return cfg
 }
 
@@ -90,6 +91,31 @@ func PoolOf(t testing.TB, cfg *pgxpool.Config) *pgxpool.Pool {
 	t.Cleanup(pool.Close)
 	return pool
 }
+
+// Drop ends every connection of cfg's schema — its pools' and the
+// watches' over it (whose application_name names the schema) — as a
+// restarted database does, and returns how many it ended.
+func Drop(t testing.TB, cfg *pgxpool.Config) int {
+	t.Helper()
+	conn, err := pgx.ConnectConfig(context.Background(), cfg.ConnConfig.Copy())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = conn.Close(context.Background()) }()
+	var n int
+	err = conn.QueryRow(context.Background(), `SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity
+		WHERE pid <> pg_backend_pid() AND datname = current_database() AND application_name LIKE '%' || $1 || '%'`,
+		cfg.ConnConfig.RuntimeParams["search_path"]).Scan(&n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// RestartEnv names a command that restarts the PostgreSQL of DSNEnv (for
+// example "pg_ctlcluster --skip-systemctl-redirect 15 main restart"): set,
+// tests that restart it run; it disrupts every other user of the server.
+const RestartEnv = "WORKWIRE_POSTGRES_RESTART"
 
 // Terminate ends the connections whose application_name is name, as a
 // restarted database or a network fault would, and returns how many it

@@ -18,6 +18,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 
 	cloudevents "github.com/cloudevents/sdk-go/v2"
 	"github.com/go-logr/logr"
@@ -30,6 +31,7 @@ import (
 	"github.com/workwire/sdk-go/codec"
 	"github.com/workwire/sdk-go/generic"
 	"github.com/workwire/sdk-go/generic/types"
+	"github.com/workwire/sdk-go/options"
 	"github.com/workwire/sdk-go/options/grpc/server"
 	"github.com/workwire/sdk-go/work/workstore"
 )
@@ -99,11 +101,38 @@ func (s *Service) Run(ctx context.Context, ready chan<- struct{}) error {
 		handlers := append([]server.EventHandler(nil), s.handlers...)
 		s.mu.Unlock()
 		for _, h := range handlers {
-			if err := tell(h); err != nil && ctx.Err() == nil {
-				s.log.Error(err, "cannot send a work's change", "change", c.Op.String(), "uid", c.UID, "cluster", c.Cluster)
-			}
+			s.tell(ctx, c, func() error { return tell(h) })
 		}
 	}, ready)
+}
+
+// tellAttempts bounds how often a change is told again when telling it
+// failed (its Get failed: the database is away for a moment); past it, the
+// agent's next resync delivers the change.
+const tellAttempts = 8
+
+var tellRetry = options.Backoff{Min: 100 * time.Millisecond, Max: 5 * time.Second}
+
+// tell calls tell until it succeeds, the work turns out to be gone, ctx
+// ends, or tellAttempts failed. Later changes wait: they are told in
+// order.
+func (s *Service) tell(ctx context.Context, c workstore.Change, tell func() error) {
+	for attempt := 0; ; attempt++ {
+		err := tell()
+		if err == nil || errors.Is(err, server.ErrNotFound) || ctx.Err() != nil {
+			return
+		}
+		if attempt+1 == tellAttempts {
+			s.log.Error(err, "cannot send a work's change; the agent's next resync will", "change", c.Op.String(), "uid", c.UID, "cluster", c.Cluster)
+			return
+		}
+		s.log.V(2).Info("cannot send a work's change; retrying", "change", c.Op.String(), "uid", c.UID, "err", err)
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(tellRetry.Delay(attempt)):
+		}
+	}
 }
 
 // RegisterHandler implements server.Service.
