@@ -16,6 +16,7 @@ import (
 // session drives the API as a user's curl would, and checks each answer.
 type session struct {
 	ctx     context.Context
+	client  *http.Client
 	base    string
 	out     io.Writer
 	answers int
@@ -40,7 +41,7 @@ func (s *session) call(method, path, body string, want int) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := s.client.Do(req)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", cmd, err)
 	}
@@ -99,7 +100,7 @@ func (s *session) until(what, path string, want int, check func([]byte) bool) ([
 		if err != nil {
 			return nil, err
 		}
-		resp, err := http.DefaultClient.Do(req)
+		resp, err := s.client.Do(req)
 		if err == nil {
 			data, rerr := io.ReadAll(resp.Body)
 			resp.Body.Close()
@@ -128,7 +129,8 @@ func applied(generation int64) func([]byte) bool {
 
 // demo runs the session against the API at base.
 func demo(ctx context.Context, base string, out io.Writer) error {
-	s := &session{ctx: ctx, base: base, out: out}
+	s := &session{ctx: ctx, client: &http.Client{Transport: &http.Transport{}}, base: base, out: out}
+	defer s.client.CloseIdleConnections()
 	steps := []func() error{
 		func() error {
 			for _, c := range []struct{ cluster, name, app string }{{"cluster1", "web", "web"}, {"cluster1", "db", "db"}, {"cluster2", "web", "web"}} {

@@ -108,27 +108,59 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	if cfg.agents < 0 || !cfg.serve && cfg.agents == 0 {
 		return fmt.Errorf("-agents %d: the demonstration needs at least one", cfg.agents)
 	}
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-
-	store, closeStore, err := openStore(ctx, cfg.database, out)
+	svc, err := start(ctx, cfg, out)
 	if err != nil {
 		return err
 	}
-	defer closeStore()
-	var bg sync.WaitGroup
-	defer bg.Wait()
-	defer cancel() // before bg.Wait: stop what runs in the background
+	defer svc.stop()
+	if cfg.serve {
+		<-ctx.Done()
+		return nil
+	}
+	demoCtx, stop := context.WithTimeout(ctx, cfg.timeout)
+	defer stop()
+	return demo(demoCtx, svc.base, out)
+}
 
+// service is the running service: its database, what delivers works to
+// agents, the in-process agents, and the API at base.
+type service struct {
+	base  string
+	store workstore.Store
+	stop  func()
+}
+
+// start starts the service of cfg; stop stops it and waits for it.
+func start(ctx context.Context, cfg config, out io.Writer) (_ *service, err error) {
+	ctx, cancel := context.WithCancel(ctx)
+	var bg sync.WaitGroup
+	var cleanup []func()
+	stop := func() {
+		cancel() // what runs in the background ends
+		bg.Wait()
+		for i := len(cleanup) - 1; i >= 0; i-- {
+			cleanup[i]()
+		}
+	}
+	defer func() {
+		if err != nil {
+			stop()
+		}
+	}()
+	store, closeStore, err := openStore(ctx, cfg.database, out)
+	if err != nil {
+		return nil, err
+	}
+	cleanup = append(cleanup, closeStore)
 	agentConfig, err := deliver(ctx, cfg, store, &bg, out)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	for i := range cfg.agents {
 		cluster := fmt.Sprintf("cluster%d", i+1)
 		holder, err := work.NewClientHolderBuilder(agentConfig).WithClusterName(cluster).WithLogger(logr.Discard()).NewClientHolder()
 		if err != nil {
-			return err
+			return nil, err
 		}
 		c := fakecluster.New()
 		bg.Go(func() {
@@ -137,27 +169,21 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 			}
 		})
 	}
-
 	lis, err := net.Listen("tcp", cfg.httpAddr)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	srv := &http.Server{Handler: api{store: store}.handler(), ReadHeaderTimeout: 10 * time.Second}
 	bg.Go(func() { _ = srv.Serve(lis) })
-	defer func() {
+	bg.Go(func() {
+		<-ctx.Done()
 		shutdown, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		_ = srv.Shutdown(shutdown)
-	}()
+	})
 	base := "http://" + lis.Addr().String()
 	fmt.Fprintf(out, "API on %s, %d agent(s)\n", base, cfg.agents)
-	if cfg.serve {
-		<-ctx.Done()
-		return nil
-	}
-	demoCtx, stop := context.WithTimeout(ctx, cfg.timeout)
-	defer stop()
-	return demo(demoCtx, base, out)
+	return &service{base: base, store: store, stop: stop}, nil
 }
 
 // openStore opens PostgreSQL at url, or an in-process database.

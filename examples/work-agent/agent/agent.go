@@ -115,6 +115,7 @@ func Run(ctx context.Context, cfg Config, out io.Writer) error {
 		return fmt.Errorf("work agent: %w", err)
 	}
 	if err := cfg.Holder.Start(ctx); err != nil {
+		c.queue.ShutDown() // run, which shuts it down, never starts
 		return fmt.Errorf("work agent: start: %w", err)
 	}
 	c.printf("agent of cluster %s started: applying works, refreshing status feedback every %v\n", cfg.Cluster, cfg.StatusUpdateFrequency)
