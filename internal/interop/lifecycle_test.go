@@ -3,6 +3,7 @@ package interop
 import (
 	"context"
 	"fmt"
+	"maps"
 	"os"
 	"strconv"
 	"sync"
@@ -102,8 +103,11 @@ func (r *run) converge(what string, began time.Time) {
 			break
 		}
 		if time.Now().After(deadline) {
-			for k := range hubSide {
-				if v, wanted := r.want[k]; !wanted || hubSide[k] != v {
+			keys := maps.Clone(r.want)
+			maps.Copy(keys, hubSide)
+			maps.Copy(keys, agentSide)
+			for k := range keys {
+				if v, wanted := r.want[k]; !wanted || hubSide[k] != v || agentSide[k] != v {
 					if d, ok := r.hub.(interface {
 						describe(cluster, name string) string
 					}); ok {

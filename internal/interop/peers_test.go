@@ -433,6 +433,7 @@ type wwAgent struct {
 	holder  *work.ClientHolder
 	applier *applier
 	drops   *dropCounter
+	cluster string
 }
 
 func startWWAgent(t *testing.T, build *work.ClientHolderBuilder, cluster string) *wwAgent {
@@ -442,7 +443,7 @@ func startWWAgent(t *testing.T, build *work.ClientHolderBuilder, cluster string)
 	if err != nil {
 		t.Fatal(err)
 	}
-	ag := &wwAgent{holder: holder, applier: a, drops: drops}
+	ag := &wwAgent{holder: holder, applier: a, drops: drops, cluster: cluster}
 	t.Cleanup(func() { ag.stop(t) })
 	return ag
 }
@@ -600,9 +601,16 @@ func (a *ocmAgent) stop(*testing.T) {
 // describe says what the agent holds of a work and what its client
 // dropped and received, for a run that did not converge.
 func (a *wwAgent) describe(name string) string {
-	held := "does not hold it"
+	held := "its informer does not hold it"
 	if g, ok := a.holds()[name]; ok {
-		held = fmt.Sprintf("holds it at generation %d", g)
+		held = fmt.Sprintf("its informer holds it at generation %d", g)
+	}
+	// The clientset reads the holder's store itself, which the informer
+	// watches: the two differ only while an event is on its way.
+	if w, err := a.holder.WorkInterface().WorkV1().ManifestWorks(a.cluster).Get(context.Background(), name, metav1.GetOptions{}); err == nil {
+		held += fmt.Sprintf(", its store at generation %d (resourceVersion %s)", w.Generation, w.ResourceVersion)
+	} else {
+		held += fmt.Sprintf(", its store: %v", err)
 	}
 	a.drops.mu.Lock()
 	defer a.drops.mu.Unlock()
