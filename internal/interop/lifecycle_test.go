@@ -125,8 +125,8 @@ func (r *run) converge(what string, began time.Time) {
 	}
 	extra := ""
 	if h, ok := r.hub.(*ocmHub); ok {
-		extra = fmt.Sprintf(" (the OCM hub dropped so far: %d for a bad sequenceid, %d older, %d ahead of its store)",
-			h.logs.count(logBadSequence), h.logs.count(logOlderSequence), h.logs.count(logNewerGen))
+		extra = fmt.Sprintf(" (the OCM hub dropped so far: %d for a bad sequenceid, %d older, %d ahead of its store; its informer lost %d works it created)",
+			h.logs.count(logBadSequence), h.logs.count(logOlderSequence), h.logs.count(logNewerGen), h.lost.Load())
 	}
 	r.t.Logf("%s: %d works converged in %v%s", what, len(r.want), time.Since(began).Round(time.Millisecond), extra)
 }
