@@ -348,8 +348,11 @@ func runAgent(ctx context.Context, a *regagent.Agent, name string, out *printer,
 		return err
 	}
 	out.printf("%s: joined in %v; switching to its certificate\n", name, time.Since(began).Round(time.Millisecond))
+	// What runAgent starts ends when it returns, on an error too.
+	ctx, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	defer wg.Wait()
+	defer cancel()
 	errs := make(chan error, 3)
 	wg.Go(func() { errs <- a.Run(ctx) })
 

@@ -3,6 +3,7 @@ package transporttest
 import (
 	"net"
 	"sync"
+	"time"
 )
 
 // Proxy is a TCP proxy on 127.0.0.1 that stands between clients and a real
@@ -128,19 +129,29 @@ func (p *Proxy) accept() {
 			_ = client.Close()
 			continue
 		}
-		server, target := p.dial()
-		if server == nil {
-			_ = client.Close()
-			continue
-		}
-		if !p.track(target, client, server) {
-			continue
-		}
-		p.wg.Add(2)
-		go p.pipe(client, server)
-		go p.pipe(server, client)
+		p.wg.Add(1)
+		go p.connect(client) // a target that does not answer holds up no other connection
 	}
 }
+
+// connect pipes client to the next target that answers.
+func (p *Proxy) connect(client net.Conn) {
+	defer p.wg.Done()
+	server, target := p.dial()
+	if server == nil {
+		_ = client.Close()
+		return
+	}
+	if !p.track(target, client, server) {
+		return
+	}
+	p.wg.Add(2)
+	go p.pipe(client, server)
+	go p.pipe(server, client)
+}
+
+// dialTimeout bounds a connection attempt to one target.
+const dialTimeout = 2 * time.Second
 
 // dial connects to the next target that is alive and answers.
 func (p *Proxy) dial() (net.Conn, string) {
@@ -156,7 +167,7 @@ func (p *Proxy) dial() (net.Conn, string) {
 		if dead {
 			continue
 		}
-		if c, err := net.Dial("tcp", target); err == nil {
+		if c, err := net.DialTimeout("tcp", target, dialTimeout); err == nil {
 			return c, target
 		}
 	}

@@ -30,6 +30,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -45,11 +46,12 @@ import (
 	"github.com/workwire/sdk-go/registration/kubeservice"
 )
 
-// Files in Config.CertDir.
-const (
-	KeyFile  = "tls.key"
-	CertFile = "tls.crt"
-)
+// CredentialsFile, in Config.CertDir, holds the agent's key and
+// certificate chain, PEM, in one file, so that they are replaced together
+// (as kubelet keeps its client certificate): a crash never leaves a key
+// beside another key's certificate. It is both the TLS CertFile and
+// KeyFile of HubConfig.
+const CredentialsFile = "tls.pem"
 
 // LeaseName is the name of the lease the hub keeps in the cluster's
 // namespace for the agent to renew, as OCM's hub names it.
@@ -77,7 +79,7 @@ type Config struct {
 	// Bootstrap is the hub's gRPC broker and the bootstrap identity (a
 	// TokenFile or Token, or a client certificate) the agent joins with.
 	Bootstrap grpc.Config
-	// CertDir holds the agent's key and certificate (KeyFile, CertFile),
+	// CertDir holds the agent's key and certificate (CredentialsFile),
 	// written atomically with mode 0600. Created if absent. Required.
 	CertDir string
 	// LeaseDurationSeconds goes in the ManagedCluster the agent creates;
@@ -147,8 +149,8 @@ func New(cfg Config) (*Agent, error) {
 func (a *Agent) HubConfig() *grpc.Config {
 	cfg := a.cfg.Bootstrap
 	cfg.Token, cfg.TokenFile, cfg.AllowTokenWithoutTLS = "", "", false
-	cfg.TLS.CertFile = filepath.Join(a.cfg.CertDir, CertFile)
-	cfg.TLS.KeyFile = filepath.Join(a.cfg.CertDir, KeyFile)
+	cfg.TLS.CertFile = a.credentials()
+	cfg.TLS.KeyFile = a.credentials()
 	return &cfg
 }
 
@@ -213,7 +215,7 @@ func (a *Agent) ensureCluster(ctx context.Context, c *clients.Clients) error {
 // current returns the certificate in CertDir if it is valid now, with its
 // key, and this agent's.
 func (a *Agent) current() (*x509.Certificate, error) {
-	pair, err := tls.LoadX509KeyPair(filepath.Join(a.cfg.CertDir, CertFile), filepath.Join(a.cfg.CertDir, KeyFile))
+	pair, err := tls.LoadX509KeyPair(a.credentials(), a.credentials())
 	if err != nil {
 		return nil, err
 	}
@@ -339,10 +341,11 @@ func parseIssued(data []byte, key crypto.PublicKey) ([]*x509.Certificate, error)
 	return chain, nil
 }
 
-// write replaces the key and certificate in CertDir: each written to a
-// temporary file (mode 0600), synced, and renamed over the old one, key
-// first. A handshake between the two renames sees a mismatched pair and
-// fails; the transport retries.
+// credentials is the path of CredentialsFile.
+func (a *Agent) credentials() string { return filepath.Join(a.cfg.CertDir, CredentialsFile) }
+
+// write replaces the key and certificate in CertDir, together: one file,
+// written to a temporary one (mode 0600), synced, and renamed over the old.
 func (a *Agent) write(key *ecdsa.PrivateKey, chain []*x509.Certificate) error {
 	if err := os.MkdirAll(a.cfg.CertDir, 0o700); err != nil {
 		return err
@@ -351,14 +354,11 @@ func (a *Agent) write(key *ecdsa.PrivateKey, chain []*x509.Certificate) error {
 	if err != nil {
 		return err
 	}
-	var certPEM []byte
+	data := pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: der})
 	for _, c := range chain {
-		certPEM = append(certPEM, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: c.Raw})...)
+		data = append(data, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: c.Raw})...)
 	}
-	if err := writeAtomic(filepath.Join(a.cfg.CertDir, KeyFile), pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: der})); err != nil {
-		return err
-	}
-	return writeAtomic(filepath.Join(a.cfg.CertDir, CertFile), certPEM)
+	return writeAtomic(a.credentials(), data)
 }
 
 func writeAtomic(path string, data []byte) error {
@@ -410,34 +410,61 @@ func (a *Agent) Run(ctx context.Context) error {
 	}
 	defer func() { _ = c.Close(context.WithoutCancel(ctx)) }()
 
+	// Rotation runs beside the renewals: waiting for the hub to sign the
+	// next certificate must not hold up the lease.
+	rctx, stop := context.WithCancel(ctx)
+	rotated := make(chan error, 1)
+	var wg sync.WaitGroup
+	wg.Go(func() { rotated <- a.rotate(rctx, c, cert) })
+	defer wg.Wait()
+	defer stop()
 	renew := time.NewTimer(0)
 	defer renew.Stop()
-	rotate := time.NewTimer(time.Until(a.rotationTime(cert)))
-	defer rotate.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return context.Cause(ctx)
+		case err := <-rotated:
+			return err
 		case <-renew.C:
 			if err := a.renewLease(ctx, c); err != nil {
 				log.Error(err, "lease not renewed")
 			}
 			renew.Reset(a.leaseInterval(ctx, c))
-		case <-rotate.C:
-			next, err := a.certify(ctx, c)
-			if err != nil {
-				switch {
-				case ctx.Err() != nil:
-					return context.Cause(ctx)
-				case !time.Now().Before(cert.NotAfter):
-					return fmt.Errorf("registration agent: the certificate expired before it could be rotated (Join again): %w", err)
-				}
-				log.Error(err, "certificate not rotated; trying again")
-				rotate.Reset(max(time.Until(cert.NotAfter)/10, time.Second))
-				continue
-			}
+		}
+	}
+}
+
+// rotate asks for the next certificate each time Rotation of the current
+// one's validity has passed, and tries again until the current one
+// expires; then it gives up with an error. It returns ctx's cause when ctx
+// ends.
+func (a *Agent) rotate(ctx context.Context, c *clients.Clients, cert *x509.Certificate) error {
+	log := a.logger(ctx)
+	timer := time.NewTimer(time.Until(a.rotationTime(cert)))
+	defer timer.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return context.Cause(ctx)
+		case <-timer.C:
+		}
+		// A request the hub has not signed when the certificate expires is
+		// one it will not sign in time.
+		certCtx, cancel := context.WithDeadline(ctx, cert.NotAfter)
+		next, err := a.certify(certCtx, c)
+		cancel()
+		switch {
+		case err == nil:
 			cert = next
-			rotate.Reset(time.Until(a.rotationTime(cert)))
+			timer.Reset(time.Until(a.rotationTime(cert)))
+		case ctx.Err() != nil:
+			return context.Cause(ctx)
+		case !time.Now().Before(cert.NotAfter):
+			return fmt.Errorf("registration agent: the certificate expired before it could be rotated (Join again): %w", err)
+		default:
+			log.Error(err, "certificate not rotated; trying again")
+			timer.Reset(max(time.Until(cert.NotAfter)/10, time.Second))
 		}
 	}
 }
@@ -448,7 +475,7 @@ func (a *Agent) Run(ctx context.Context) error {
 // at once).
 func (a *Agent) rotationTime(cert *x509.Certificate) time.Time {
 	start := cert.NotBefore
-	if info, err := os.Stat(filepath.Join(a.cfg.CertDir, CertFile)); err == nil && info.ModTime().After(start) {
+	if info, err := os.Stat(a.credentials()); err == nil && info.ModTime().After(start) {
 		start = info.ModTime()
 	}
 	return start.Add(time.Duration(float64(cert.NotAfter.Sub(start)) * a.cfg.Rotation))

@@ -2,8 +2,8 @@ package agent_test
 
 import (
 	"context"
+	"crypto/tls"
 	"crypto/x509"
-	"encoding/pem"
 	"os"
 	"path/filepath"
 	"strings"
@@ -50,6 +50,7 @@ type testHub struct {
 type hubOptions struct {
 	validity    time.Duration
 	autoApprove bool
+	noRenewals  bool // the signer leaves renewals to another approver (none here)
 }
 
 func forEachHub(t *testing.T, o hubOptions, test func(t *testing.T, h *testHub)) {
@@ -68,7 +69,7 @@ func forEachHub(t *testing.T, o hubOptions, test func(t *testing.T, h *testHub))
 func startHub(t *testing.T, kube kubernetes.Interface, clusters clusterclient.Interface, addons addonclient.Interface, o hubOptions) *testHub {
 	t.Helper()
 	ca := testcerts.NewCA(t)
-	opts := signer.Options{Validity: o.validity, ApproveRenewals: true}
+	opts := signer.Options{Validity: o.validity, ApproveRenewals: !o.noRenewals}
 	if o.autoApprove {
 		opts.AutoApprove = []string{bootstrapUser}
 	}
@@ -163,10 +164,10 @@ func TestAnAgentJoinsRenewsItsLeaseAndRotates(t *testing.T) {
 		if err != nil {
 			t.Fatalf("join: %v", err)
 		}
-		if hubConfig.TokenFile != "" || hubConfig.TLS.CertFile != filepath.Join(dir, agent.CertFile) {
+		if hubConfig.TokenFile != "" || hubConfig.TLS.CertFile != filepath.Join(dir, agent.CredentialsFile) || hubConfig.TLS.KeyFile != hubConfig.TLS.CertFile {
 			t.Errorf("the hub config still has the bootstrap identity or not the agent's: %+v", hubConfig)
 		}
-		for _, f := range []string{agent.KeyFile, agent.CertFile} {
+		for _, f := range []string{agent.CredentialsFile} {
 			info, err := os.Stat(filepath.Join(dir, f))
 			if err != nil || info.Mode().Perm() != 0o600 {
 				t.Errorf("%s: %v, %v, want mode 0600", f, info, err)
@@ -199,11 +200,11 @@ func TestAnAgentJoinsRenewsItsLeaseAndRotates(t *testing.T) {
 		if rotated.SerialNumber.Cmp(first[0].SerialNumber) == 0 {
 			t.Fatal("the rotation wrote the same certificate")
 		}
-		onDisk, err := os.ReadFile(filepath.Join(dir, agent.CertFile))
+		onDisk, err := os.ReadFile(filepath.Join(dir, agent.CredentialsFile))
 		if err != nil {
 			t.Fatal(err)
 		}
-		if block, _ := pem.Decode(onDisk); block == nil || string(block.Bytes) != string(rotated.Raw) {
+		if pair, err := tls.X509KeyPair(onDisk, onDisk); err != nil || string(pair.Certificate[0]) != string(rotated.Raw) {
 			// A further rotation may have happened since: it is newer still.
 			if len(got.get()) == 2 {
 				t.Error("the rotated certificate is not on disk")
@@ -302,5 +303,46 @@ func TestNewRefusesABadConfig(t *testing.T) {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("%v: does not say %q", err, want)
 		}
+	}
+}
+
+// While the hub does not sign the next certificate, the agent goes on
+// renewing its lease; once its certificate expired unrotated, Run says so.
+func TestAnUnrotatedCertificateStopsRunButNotTheLeaseBefore(t *testing.T) {
+	f := kubefake.NewHub()
+	h := startHub(t, f.Kube, f.Cluster, f.AddOn, hubOptions{validity: 6 * time.Second, autoApprove: true, noRenewals: true})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	cfg := h.config(t.TempDir())
+	cfg.Rotation = 0.3
+	a, err := agent.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.Join(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.kube.CoordinationV1().Leases("cluster1").Create(ctx, &coordinationv1.Lease{
+		ObjectMeta: metav1.ObjectMeta{Name: agent.LeaseName, Namespace: "cluster1"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	began := time.Now()
+	done := make(chan error, 1)
+	go func() { done <- a.Run(ctx) }()
+	// Rotation is due after about 2 s of the 6; renewals go on past it.
+	eventually(t, "a renewal while the rotation waits", func() bool {
+		l, err := h.kube.CoordinationV1().Leases("cluster1").Get(ctx, agent.LeaseName, metav1.GetOptions{})
+		return err == nil && l.Spec.RenewTime != nil && l.Spec.RenewTime.After(began.Add(3*time.Second))
+	})
+	select {
+	case err := <-done:
+		if err == nil || !strings.Contains(err.Error(), "expired before it could be rotated") {
+			t.Errorf("Run: %v, want it to say the certificate expired unrotated", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("Run went on with an expired certificate")
+	}
+	if n := h.csrCount(t); n < 2 {
+		t.Errorf("%d CSRs: the agent never asked for the next certificate", n)
 	}
 }

@@ -223,7 +223,9 @@ func eventClient(config options.TransportConfig, cluster string, opts settings) 
 func (c *Clients) Start(ctx context.Context) error {
 	for i, p := range c.parts {
 		if err := p.Start(ctx); err != nil {
-			closeErr := c.close(context.WithoutCancel(ctx), c.parts[:i])
+			// The part that failed too: it may have connected before its
+			// informer failed to sync.
+			closeErr := c.close(context.WithoutCancel(ctx), c.parts[:i+1])
 			return errors.Join(fmt.Errorf("registration clients of %s: %w", c.cluster, err), closeErr)
 		}
 	}

@@ -166,7 +166,12 @@ func TestTheClusterClientsetJoins(t *testing.T) {
 			return err == nil && c.Status.Version.Kubernetes == "v1.37.2" && meta.IsStatusConditionTrue(c.Status.Conditions, clusterv1.ManagedClusterConditionJoined)
 		})
 		// What the Service never takes: the hub refuses it.
-		latest, err := lister.Get("cluster1")
+		// The patched status back at the agent: nothing more is on its way.
+		eventually(t, "the patched status in the agent's informer", func() bool {
+			c, err := lister.Get("cluster1")
+			return err == nil && c.Status.Version.Kubernetes == "v1.37.2"
+		})
+		latest, err := clusters.Get(ctx, "cluster1", metav1.GetOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -16,8 +16,8 @@ import (
 // (with one, use kubeauth.ResourceAttributes):
 //
 //   - an agent — a user "system:open-cluster-management:<cluster>:<agent>",
-//     as its certificate names it — acts as its own cluster's agent, for
-//     every data type;
+//     as its certificate names it, with no more parts — acts as its own
+//     cluster's agent, for every data type;
 //   - a bootstrap identity (Bootstrap) may create a ManagedCluster and CSRs
 //     and watch those two types (subscribe, and ask for their resync), for
 //     any cluster, and nothing else;
@@ -39,13 +39,11 @@ var joinTypes = []string{kubeservice.ManagedClusterCodec.DataType().String(), ku
 // Authorize implements server.Authorizer.
 func (a Authorizer) Authorize(ctx context.Context, id server.Identity, req server.Request) error {
 	source, cluster := req.ActsAs()
-	if rest, ok := strings.CutPrefix(id.User, kubeservice.AgentCommonNamePrefix); ok {
-		if own, _, ok := strings.Cut(rest, ":"); ok && own != "" {
-			if source == "" && cluster == own {
-				return nil
-			}
-			return fmt.Errorf("%w: %q is an agent of cluster %q, not of %q", server.ErrDenied, id.User, own, cluster)
+	if own, ok := agentOf(id.User); ok {
+		if source == "" && cluster == own {
+			return nil
 		}
+		return fmt.Errorf("%w: %q is an agent of cluster %q, not of %q", server.ErrDenied, id.User, own, cluster)
 	}
 	if a.isBootstrap(id) {
 		joining := source == "" && cluster != "" && slices.Contains(joinTypes, req.DataType) &&
@@ -60,6 +58,22 @@ func (a Authorizer) Authorize(ctx context.Context, id server.Identity, req serve
 		return a.Next.Authorize(ctx, id, req)
 	}
 	return fmt.Errorf("%w: %q is neither an agent nor a bootstrap identity", server.ErrDenied, id.User)
+}
+
+// agentOf returns the cluster of an agent's user name,
+// "system:open-cluster-management:<cluster>:<agent>" — exactly those two
+// parts: OCM's other identities under the prefix (an add-on's,
+// "...:<cluster>:addon:<addon>:agent:<agent>") are not a cluster's agent.
+func agentOf(user string) (string, bool) {
+	rest, ok := strings.CutPrefix(user, kubeservice.AgentCommonNamePrefix)
+	if !ok {
+		return "", false
+	}
+	cluster, agent, ok := strings.Cut(rest, ":")
+	if !ok || cluster == "" || agent == "" || strings.Contains(agent, ":") {
+		return "", false
+	}
+	return cluster, true
 }
 
 func (a Authorizer) isBootstrap(id server.Identity) bool {

@@ -47,6 +47,7 @@ func TestTheAuthorizerLetsAgentsAndBootstrapIdentitiesDoWhatOCMsRBACDoes(t *test
 		{"bootstrap renews a lease", bootstrap, publish("cluster1", leases, types.SubResourceSpec, types.UpdateRequest), false},
 		{"a stranger subscribes", stranger, subscribe("cluster1", csrs), false},
 		{"a forged agent name without an agent part", server.Identity{User: kubeservice.AgentCommonNamePrefix + "cluster1"}, subscribe("cluster1", works), false},
+		{"an add-on's identity under the prefix", server.Identity{User: kubeservice.AgentCommonNamePrefix + "cluster:c1:addon:x:agent:y"}, subscribe("cluster", works), false},
 	} {
 		err := a.Authorize(context.Background(), c.id, c.req)
 		if c.allow && err != nil || !c.allow && !errors.Is(err, server.ErrDenied) {

@@ -37,6 +37,13 @@ func (c expiringCreds) ServerHandshake(raw net.Conn) (net.Conn, credentials.Auth
 			expiry = cert.NotAfter
 		}
 	}
+	// Verified, but expired since (the handshake took that long).
+	if !time.Now().Before(expiry) {
+		_ = conn.Close()
+		err := errors.New("the client certificate expired during the handshake")
+		c.failed(err)
+		return nil, nil, err
+	}
 	return newExpiringConn(conn, expiry), info, nil
 }
 
@@ -53,7 +60,9 @@ type expiringConn struct {
 
 func newExpiringConn(conn net.Conn, expiry time.Time) *expiringConn {
 	c := &expiringConn{Conn: conn}
-	c.timer = time.AfterFunc(time.Until(expiry), func() { _ = c.Close() })
+	// The timer closes the connection itself, not c: it may fire before
+	// c.timer is set.
+	c.timer = time.AfterFunc(time.Until(expiry), func() { _ = conn.Close() })
 	return c
 }
 
