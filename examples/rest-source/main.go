@@ -45,6 +45,7 @@ import (
 
 	"github.com/go-logr/logr"
 	"github.com/jackc/pgx/v5/pgxpool"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	workv1 "open-cluster-management.io/api/work/v1"
 
 	"github.com/workwire/sdk-go/codec"
@@ -186,6 +187,9 @@ func start(ctx context.Context, cfg config, out io.Writer) (_ *service, err erro
 	return &service{base: base, store: store, stop: stop}, nil
 }
 
+// publishRetry paces the attempts to send a change.
+var publishRetry = options.Backoff{Min: 100 * time.Millisecond, Max: 5 * time.Second}
+
 // openStore opens PostgreSQL at url, or an in-process database.
 func openStore(ctx context.Context, url string, out io.Writer) (workstore.Store, func(), error) {
 	if url == "" {
@@ -267,12 +271,26 @@ func deliver(ctx context.Context, cfg config, store workstore.Store, bg *sync.Wa
 			if c.Op != workstore.Created && c.Op != workstore.SpecChanged {
 				return
 			}
-			w, err := store.GetByUID(ctx, c.UID)
-			if err != nil {
-				return // gone since
-			}
-			if err := source.Publish(ctx, workstore.SpecEventType(w), w); err != nil && ctx.Err() == nil {
-				fmt.Fprintf(out, "publish %s/%s: %v\n", w.Namespace, w.Name, err)
+			// The database may be away for a moment: try again, in
+			// order, before the next change.
+			for attempt := 0; ctx.Err() == nil; attempt++ {
+				w, err := store.GetByUID(ctx, c.UID)
+				if apierrors.IsNotFound(err) {
+					return // gone since
+				}
+				if err == nil {
+					err = source.Publish(ctx, workstore.SpecEventType(w), w)
+				}
+				if err == nil || attempt == 7 {
+					if err != nil {
+						fmt.Fprintf(out, "cannot publish work %s; the agent's next resync will: %v\n", c.UID, err)
+					}
+					return
+				}
+				select {
+				case <-ctx.Done():
+				case <-time.After(publishRetry.Delay(attempt)):
+				}
 			}
 		}, ready)
 	})

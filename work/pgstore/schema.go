@@ -44,9 +44,9 @@ CREATE TRIGGER workwire_revise BEFORE UPDATE ON workwire_works
 	FOR EACH ROW EXECUTE FUNCTION workwire_revise();
 
 -- Every change is announced on the channel "<schema>.workwire_works", at
--- commit: "<op> <uid> <cluster> <revision>", op c (created), t (the status
--- alone changed), s (anything else: the spec, labels, annotations,
--- deletion), d (deleted).
+-- commit: "<op> <uid> <cluster> <revision>", op c (created), s (its spec,
+-- labels, annotations or deletion changed), t (none of them did: its
+-- status, say), d (deleted).
 CREATE FUNCTION workwire_notify() RETURNS trigger LANGUAGE plpgsql AS $$
 DECLARE
 	op text;
@@ -56,8 +56,7 @@ BEGIN
 		op := 'c'; r := NEW;
 	ELSIF TG_OP = 'DELETE' THEN
 		op := 'd'; r := OLD;
-	ELSIF NEW.generation = OLD.generation AND NEW.deleting_at IS NOT DISTINCT FROM OLD.deleting_at AND NEW.work = OLD.work
-		AND NEW.status IS DISTINCT FROM OLD.status THEN
+	ELSIF NEW.generation = OLD.generation AND NEW.deleting_at IS NOT DISTINCT FROM OLD.deleting_at AND NEW.work = OLD.work THEN
 		op := 't'; r := NEW;
 	ELSE
 		op := 's'; r := NEW;

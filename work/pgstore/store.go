@@ -13,7 +13,6 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
-	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -52,6 +51,11 @@ func Open(ctx context.Context, pool *pgxpool.Pool) (*Store, error) {
 	var schema string
 	if err := conn.QueryRow(ctx, `SELECT current_schema()`).Scan(&schema); err != nil {
 		return nil, fmt.Errorf("pgstore: %w", err)
+	}
+	// PostgreSQL's channel names, like its identifiers, have at most 63
+	// bytes; the trigger's notifications would fail.
+	if channel := schema + ".workwire_works"; len(channel) > 63 {
+		return nil, fmt.Errorf("pgstore: schema %q: its notification channel %q is longer than PostgreSQL's 63 bytes; use a schema name of at most 48", schema, channel)
 	}
 	return &Store{pool: pool, channel: schema + ".workwire_works"}, nil
 }
@@ -170,9 +174,12 @@ func (s *Store) Update(ctx context.Context, w *workv1.ManifestWork) (*workv1.Man
 	if err := workstore.CheckWork(w); err != nil {
 		return nil, err
 	}
-	rev, err := workstore.ParseResourceVersion(w.ResourceVersion)
-	if err != nil {
+	if _, err := workstore.ParseResourceVersion(w.ResourceVersion); err != nil {
 		return nil, err
+	}
+	data, lbl, err := storedOf(w)
+	if err != nil {
+		return nil, apierrors.NewBadRequest(err.Error())
 	}
 	tx, err := s.pool.Begin(ctx)
 	if err != nil {
@@ -186,19 +193,22 @@ func (s *Store) Update(ctx context.Context, w *workv1.ManifestWork) (*workv1.Man
 	if err != nil {
 		return nil, err
 	}
-	if cur.ResourceVersion != strconv.FormatInt(rev, 10) || w.UID != "" && w.UID != cur.UID {
+	if cur.ResourceVersion != w.ResourceVersion || w.UID != "" && w.UID != cur.UID {
 		return nil, workstore.NewConflict(w.Name)
 	}
+	// The spec as JSON values, as jsonb compares them: neither the order of
+	// a manifest's keys nor its spacing is a change.
+	var specChanged bool
+	if err := tx.QueryRow(ctx, `SELECT work->'spec' IS DISTINCT FROM $2::jsonb->'spec' FROM workwire_works WHERE uid = $1`,
+		uuid.MustParse(string(cur.UID)), data).Scan(&specChanged); err != nil {
+		return nil, err
+	}
 	generation := cur.Generation
-	if !apiequality.Semantic.DeepEqual(w.Spec, cur.Spec) {
+	if specChanged {
 		if cur.DeletionTimestamp != nil {
 			return nil, workstore.NewDeletingConflict(w.Name)
 		}
 		generation++
-	}
-	data, lbl, err := storedOf(w)
-	if err != nil {
-		return nil, apierrors.NewBadRequest(err.Error())
 	}
 	out, err := scan(tx.QueryRow(ctx, `UPDATE workwire_works SET generation = $2, labels = $3, work = $4 WHERE uid = $1 RETURNING `+columns,
 		uuid.MustParse(string(cur.UID)), generation, lbl, data))
@@ -256,6 +266,8 @@ func (s *Store) ApplyStatus(ctx context.Context, uid string, order generic.Statu
 	return tag.RowsAffected() == 1, nil
 }
 
+var listType = metav1.TypeMeta{APIVersion: workv1.GroupVersion.String(), Kind: "ManifestWorkList"}
+
 // List returns the works opts selects, by cluster and name; its Continue
 // is set when more follow.
 func (s *Store) List(ctx context.Context, opts workstore.ListOptions) (*workv1.ManifestWorkList, error) {
@@ -277,7 +289,7 @@ func (s *Store) List(ctx context.Context, opts workstore.ListOptions) (*workv1.M
 	if opts.Selector != nil {
 		reqs, selectable := opts.Selector.Requirements()
 		if !selectable {
-			return &workv1.ManifestWorkList{}, nil
+			return &workv1.ManifestWorkList{TypeMeta: listType}, nil
 		}
 		for _, r := range reqs {
 			cond, err := labelCondition(r, arg)
@@ -292,13 +304,15 @@ func (s *Store) List(ctx context.Context, opts workstore.ListOptions) (*workv1.M
 		if err != nil {
 			return nil, err
 		}
-		where = append(where, fmt.Sprintf("(cluster, name) > (%s, %s)", arg(after.Cluster), arg(after.Name)))
+		where = append(where, fmt.Sprintf(`(cluster COLLATE "C", name COLLATE "C") > (%s, %s)`, arg(after.Cluster), arg(after.Name)))
 	}
 	query := `SELECT ` + columns + ` FROM workwire_works`
 	if len(where) > 0 {
 		query += " WHERE " + strings.Join(where, " AND ")
 	}
-	query += " ORDER BY cluster, name"
+	// By bytes, whatever the database's collation: pages follow one
+	// another as Memory's do.
+	query += ` ORDER BY cluster COLLATE "C", name COLLATE "C"`
 	if opts.Limit > 0 {
 		query += " LIMIT " + arg(opts.Limit+1)
 	}
@@ -310,7 +324,7 @@ func (s *Store) List(ctx context.Context, opts workstore.ListOptions) (*workv1.M
 	if err != nil {
 		return nil, err
 	}
-	list := &workv1.ManifestWorkList{TypeMeta: metav1.TypeMeta{APIVersion: workv1.GroupVersion.String(), Kind: "ManifestWorkList"}}
+	list := &workv1.ManifestWorkList{TypeMeta: listType}
 	if opts.Limit > 0 && len(works) > opts.Limit {
 		works = works[:opts.Limit]
 		last := works[len(works)-1]

@@ -3,12 +3,12 @@ package workstore
 import (
 	"cmp"
 	"context"
+	"maps"
 	"slices"
 	"strconv"
 	"sync"
 
 	"github.com/google/uuid"
-	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -69,8 +69,8 @@ func stored(w *workv1.ManifestWork) *workv1.ManifestWork {
 }
 
 func copyMap(m map[string]string) map[string]string {
-	if m == nil {
-		return nil
+	if len(m) == 0 {
+		return nil // as a database keeps an empty map: not at all
 	}
 	out := make(map[string]string, len(m))
 	for k, v := range m {
@@ -145,15 +145,20 @@ func (m *Memory) Update(_ context.Context, w *workv1.ManifestWork) (*workv1.Mani
 	next := stored(w)
 	next.UID, next.Generation, next.CreationTimestamp = cur.UID, cur.Generation, cur.CreationTimestamp
 	next.DeletionTimestamp, next.Status = cur.DeletionTimestamp, cur.Status
-	if !apiequality.Semantic.DeepEqual(next.Spec, cur.Spec) {
+	op := StatusChanged
+	if !SameSpec(&next.Spec, &cur.Spec) {
 		if cur.DeletionTimestamp != nil {
 			return nil, NewDeletingConflict(w.Name)
 		}
 		next.Generation++
+		op = SpecChanged
+	}
+	if !maps.Equal(next.Labels, cur.Labels) || !maps.Equal(next.Annotations, cur.Annotations) {
+		op = SpecChanged
 	}
 	next.ResourceVersion = m.nextRevision()
 	r.w = next
-	m.notify(SpecChanged, next)
+	m.notify(op, next)
 	return next.DeepCopy(), nil
 }
 

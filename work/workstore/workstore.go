@@ -25,6 +25,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"reflect"
 	"strconv"
 	"strings"
 
@@ -98,7 +99,7 @@ type Op byte
 const (
 	Created       Op = 'c' // a new work
 	SpecChanged   Op = 's' // its spec, labels, annotations or deletion changed
-	StatusChanged Op = 't' // its status alone changed
+	StatusChanged Op = 't' // written, but none of those changed: its status, say
 	Deleted       Op = 'd' // it is gone: its agent reported it Deleted
 )
 
@@ -187,6 +188,24 @@ func CheckWork(w *workv1.ManifestWork) error {
 		return apierrors.NewInvalid(schema.GroupKind{Group: workv1.GroupName, Kind: "ManifestWork"}, w.Name, errs)
 	}
 	return nil
+}
+
+// SameSpec reports whether a and b are the same spec as JSON values:
+// neither the order of a manifest's keys nor its spacing makes a change.
+func SameSpec(a, b *workv1.ManifestWorkSpec) bool {
+	va, erra := jsonValue(a)
+	vb, errb := jsonValue(b)
+	return erra == nil && errb == nil && reflect.DeepEqual(va, vb)
+}
+
+func jsonValue(v any) (any, error) {
+	data, err := json.Marshal(v)
+	if err != nil {
+		return nil, err
+	}
+	var out any
+	err = json.Unmarshal(data, &out)
+	return out, err
 }
 
 // CheckSelector refuses, with BadRequest, a selector a Store need not

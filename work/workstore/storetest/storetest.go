@@ -5,6 +5,7 @@ package storetest
 
 import (
 	"context"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -111,6 +112,8 @@ func writes(t *testing.T, s workstore.Store) {
 
 	labelled := w.DeepCopy()
 	labelled.Labels["tier"] = "web"
+	// The same spec as a client may send it again: keys reordered, spaced.
+	labelled.Spec.Workload.Manifests[0].Raw = []byte(`{ "kind": "ConfigMap", "apiVersion": "v1", "data": {"k": "1"}, "metadata": {"namespace": "default", "name": "cm"} }`)
 	relabelled, err := s.Update(ctx, labelled)
 	if err != nil {
 		t.Fatal(err)
@@ -276,6 +279,28 @@ func lists(t *testing.T, s workstore.Store) {
 		}
 		opts.Continue = l.Continue
 	}
+	// Names in byte order, whatever a database's collation says.
+	for _, name := range []string{"ab", "web1", "a-c", "web-2"} {
+		if _, err := s.Create(ctx, NewWork("cluster3", name, nil, "x")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var names []string
+	for opts := (workstore.ListOptions{Cluster: "cluster3", Limit: 1}); ; {
+		l, err := s.List(ctx, opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, w := range l.Items {
+			names = append(names, w.Name)
+		}
+		if opts.Continue = l.Continue; opts.Continue == "" {
+			break
+		}
+	}
+	if got := strings.Join(names, " "); got != "a-c ab web-2 web1" {
+		t.Errorf("cluster3's works page by page: %s, want a-c ab web-2 web1", got)
+	}
 	if _, err := s.List(ctx, workstore.ListOptions{Continue: "garbage"}); !apierrors.IsBadRequest(err) {
 		t.Errorf("a forged continue: %v, want BadRequest", err)
 	}
@@ -306,7 +331,11 @@ func watches(t *testing.T, s workstore.Store) {
 		t.Fatal(err)
 	}
 	applied := workv1.ManifestWorkStatus{Conditions: []metav1.Condition{{Type: workv1.WorkApplied, Status: metav1.ConditionTrue, Reason: "Applied", LastTransitionTime: metav1.Now()}}}
-	if _, err := s.ApplyStatus(ctx, string(w.UID), generic.StatusOrder{Version: 2}, applied); err != nil {
+	if _, err := s.ApplyStatus(ctx, string(w.UID), generic.StatusOrder{Version: 2, Sequence: 1, HasSequence: true}, applied); err != nil {
+		t.Fatal(err)
+	}
+	// The same status again, newer: a write, but not of the spec.
+	if _, err := s.ApplyStatus(ctx, string(w.UID), generic.StatusOrder{Version: 2, Sequence: 2, HasSequence: true}, applied); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := s.Delete(ctx, "cluster1", "w1"); err != nil {
@@ -316,7 +345,7 @@ func watches(t *testing.T, s workstore.Store) {
 	if _, err := s.ApplyStatus(ctx, string(w.UID), generic.StatusOrder{Version: 2}, deleted); err != nil {
 		t.Fatal(err)
 	}
-	want := []workstore.Op{workstore.Created, workstore.SpecChanged, workstore.StatusChanged, workstore.SpecChanged, workstore.Deleted}
+	want := []workstore.Op{workstore.Created, workstore.SpecChanged, workstore.StatusChanged, workstore.StatusChanged, workstore.SpecChanged, workstore.Deleted}
 	Eventually(t, "every change told", func() bool { return len(got.Of(string(w.UID))) == len(want) })
 	if ops := got.Of(string(w.UID)); !equalOps(ops, want) {
 		t.Errorf("told %v, want %v", ops, want)
