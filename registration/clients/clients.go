@@ -115,6 +115,11 @@ type part interface {
 	Healthy() error
 }
 
+var (
+	_ part = (*resource.Holder[*coordinationv1.Lease, *coordinationv1.LeaseList])(nil)
+	_ part = (*generic.AgentClient[*eventsv1.Event])(nil)
+)
+
 // Scheme knows every type the clients carry.
 func Scheme() (*runtime.Scheme, error) {
 	s := runtime.NewScheme()
@@ -269,5 +274,3 @@ func (c *Clients) AddOnClient() addonclient.Interface { return c.addonClient }
 // Leases (get, list, watch, update) and EventsV1 Events (create, update,
 // patch).
 func (c *Clients) KubeClient() kubernetes.Interface { return c.kubeClient }
-
-var _ part = (*resource.Holder[*coordinationv1.Lease, *coordinationv1.LeaseList])(nil)
