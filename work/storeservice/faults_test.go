@@ -26,7 +26,7 @@ import (
 // duplicated, and the service recovers by itself: every work reaches its
 // agent and every status is stored.
 func TestTheServiceRecoversFromDatabaseFaults(t *testing.T) {
-	const clusters, works = 3, 600
+	const clusters, works = 3, 1200
 	cfg := pgtest.Config(t)
 	store, err := pgstore.Open(context.Background(), pgtest.PoolOf(t, cfg))
 	if err != nil {
@@ -76,11 +76,12 @@ func TestTheServiceRecoversFromDatabaseFaults(t *testing.T) {
 		case "connections killed":
 			t.Logf("%s after %d works: %d", fault, written.Load(), pgtest.Drop(t, cfg))
 		default:
+			t.Logf("%s after %d works: %s", fault, written.Load(), restart)
 			fields := strings.Fields(restart)
 			if out, err := exec.Command(fields[0], fields[1:]...).CombinedOutput(); err != nil {
 				t.Fatalf("%s: %v\n%s", restart, err, out)
 			}
-			t.Logf("%s after %d works", fault, written.Load())
+			t.Logf("PostgreSQL back after %d works", written.Load())
 		}
 	}
 	wg.Wait()
