@@ -67,6 +67,39 @@ func StatusHash(work *workv1.ManifestWork) (string, error) {
 
 var _ generic.StatusHashGetter[*workv1.ManifestWork] = StatusHash
 
+// StatusHashes returns the status hash of every work, for a status resync
+// request, or nil — ask for every status — when no work has a status yet.
+func StatusHashes(works []*workv1.ManifestWork) ([]types.StatusHash, error) {
+	hashes := make([]types.StatusHash, 0, len(works))
+	reported := false
+	for _, w := range works {
+		h, err := StatusHash(w)
+		if err != nil {
+			return nil, err
+		}
+		reported = reported || h != generic.NoStatus
+		hashes = append(hashes, types.StatusHash{ResourceID: string(w.UID), StatusHash: h})
+	}
+	if !reported {
+		return nil, nil
+	}
+	return hashes, nil
+}
+
+// SpecEventType is the type of the manifestbundles spec event that tells
+// an agent of w as it is: a create_request at generation 1, a
+// delete_request once it is being deleted, else an update_request.
+func SpecEventType(w *workv1.ManifestWork) types.EventType {
+	action := types.UpdateRequest
+	switch {
+	case w.DeletionTimestamp != nil:
+		action = types.DeleteRequest
+	case w.Generation <= 1:
+		action = types.CreateRequest
+	}
+	return types.EventType{DataType: ManifestBundlesDataType, SubResource: types.SubResourceSpec, Action: action}
+}
+
 // payloads is what tells the two codecs apart: how each builds and reads the
 // data of spec and status events. The shared code around it handles the
 // event type, the attributes and the extensions.

@@ -279,7 +279,7 @@ func deliver(ctx context.Context, cfg config, store workstore.Store, bg *sync.Wa
 					return // gone since
 				}
 				if err == nil {
-					err = source.Publish(ctx, workstore.SpecEventType(w), w)
+					err = source.Publish(ctx, codec.SpecEventType(w), w)
 				}
 				if err == nil || attempt == 7 {
 					if err != nil {

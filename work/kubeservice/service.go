@@ -26,7 +26,6 @@ import (
 	workv1 "open-cluster-management.io/api/work/v1"
 
 	"github.com/workwire/sdk-go/codec"
-	"github.com/workwire/sdk-go/generic"
 	"github.com/workwire/sdk-go/generic/types"
 	"github.com/workwire/sdk-go/options/grpc/server"
 )
@@ -232,20 +231,7 @@ func (s *Service) StatusHashes(_ context.Context, cluster string) ([]types.Statu
 	if err != nil {
 		return nil, err
 	}
-	hashes := make([]types.StatusHash, 0, len(works))
-	reported := false
-	for _, w := range works {
-		h, err := codec.StatusHash(w)
-		if err != nil {
-			return nil, err
-		}
-		reported = reported || h != generic.NoStatus
-		hashes = append(hashes, types.StatusHash{ResourceID: string(w.UID), StatusHash: h})
-	}
-	if !reported {
-		return nil, nil
-	}
-	return hashes, nil
+	return codec.StatusHashes(works)
 }
 
 // HandleStatusUpdate implements server.Service: it writes the status an
@@ -385,15 +371,7 @@ func agentSees(w *workv1.ManifestWork) seen {
 }
 
 func (s *Service) specEvent(w *workv1.ManifestWork) (*cloudevents.Event, error) {
-	action := types.UpdateRequest
-	switch {
-	case w.DeletionTimestamp != nil:
-		action = types.DeleteRequest
-	case w.Generation <= 1:
-		action = types.CreateRequest
-	}
-	et := types.EventType{DataType: codec.ManifestBundlesDataType, SubResource: types.SubResourceSpec, Action: action}
-	evt, err := s.codec.Encode(s.sourceID, et, w)
+	evt, err := s.codec.Encode(s.sourceID, codec.SpecEventType(w), w)
 	if err != nil {
 		return nil, fmt.Errorf("work %s/%s: %w", w.Namespace, w.Name, err)
 	}

@@ -183,20 +183,11 @@ func (s *Service) StatusHashes(ctx context.Context, cluster string) ([]types.Sta
 	if err != nil {
 		return nil, err
 	}
-	hashes := make([]types.StatusHash, 0, len(l.Items))
-	reported := false
+	works := make([]*workv1.ManifestWork, len(l.Items))
 	for i := range l.Items {
-		h, err := codec.StatusHash(&l.Items[i])
-		if err != nil {
-			return nil, err
-		}
-		reported = reported || h != generic.NoStatus
-		hashes = append(hashes, types.StatusHash{ResourceID: string(l.Items[i].UID), StatusHash: h})
+		works[i] = &l.Items[i]
 	}
-	if !reported {
-		return nil, nil
-	}
-	return hashes, nil
+	return codec.StatusHashes(works)
 }
 
 // HandleStatusUpdate implements server.Service: it stores the status an
@@ -226,7 +217,7 @@ func (s *Service) HandleStatusUpdate(ctx context.Context, evt *cloudevents.Event
 }
 
 func (s *Service) specEvent(w *workv1.ManifestWork) (*cloudevents.Event, error) {
-	evt, err := s.codec.Encode(s.sourceID, workstore.SpecEventType(w), w)
+	evt, err := s.codec.Encode(s.sourceID, codec.SpecEventType(w), w)
 	if err != nil {
 		return nil, fmt.Errorf("work %s/%s: %w", w.Namespace, w.Name, err)
 	}

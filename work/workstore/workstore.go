@@ -38,9 +38,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	workv1 "open-cluster-management.io/api/work/v1"
 
-	"github.com/workwire/sdk-go/codec"
 	"github.com/workwire/sdk-go/generic"
-	"github.com/workwire/sdk-go/generic/types"
 )
 
 // Store keeps ManifestWorks and their statuses. Implementations are
@@ -123,20 +121,6 @@ type Change struct {
 	UID      string
 	Cluster  string
 	Revision int64 // the work's resourceVersion after the change (before it, for Deleted)
-}
-
-// SpecEventType is the type of the spec event that tells an agent of w as
-// it is: a create_request at generation 1, a delete_request once it is
-// being deleted, else an update_request.
-func SpecEventType(w *workv1.ManifestWork) types.EventType {
-	action := types.UpdateRequest
-	switch {
-	case w.DeletionTimestamp != nil:
-		action = types.DeleteRequest
-	case w.Generation <= 1:
-		action = types.CreateRequest
-	}
-	return types.EventType{DataType: codec.ManifestBundlesDataType, SubResource: types.SubResourceSpec, Action: action}
 }
 
 // The rest is for implementations of Store, so that they agree.
