@@ -186,32 +186,33 @@ func (s *Store) Update(ctx context.Context, w *workv1.ManifestWork) (*workv1.Man
 		return nil, err
 	}
 	defer func() { _ = tx.Rollback(ctx) }()
-	cur, err := scan(tx.QueryRow(ctx, `SELECT `+columns+` FROM workwire_works WHERE cluster = $1 AND name = $2 FOR UPDATE`, w.Namespace, w.Name))
+	// What the write decides on, read under the row's lock; the spec
+	// compared as JSON values, as jsonb compares them: neither the order of
+	// a manifest's keys nor its spacing is a change.
+	var (
+		uid                   uuid.UUID
+		rev, generation       int64
+		deleting, specChanged bool
+	)
+	err = tx.QueryRow(ctx, `SELECT uid, revision, generation, deleting_at IS NOT NULL, work->'spec' IS DISTINCT FROM $3::jsonb->'spec'
+		FROM workwire_works WHERE cluster = $1 AND name = $2 FOR UPDATE`, w.Namespace, w.Name, data).Scan(&uid, &rev, &generation, &deleting, &specChanged)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, apierrors.NewNotFound(workstore.Resource, w.Name)
 	}
 	if err != nil {
 		return nil, err
 	}
-	if cur.ResourceVersion != w.ResourceVersion || w.UID != "" && w.UID != cur.UID {
+	if strconv.FormatInt(rev, 10) != w.ResourceVersion || w.UID != "" && string(w.UID) != uid.String() {
 		return nil, workstore.NewConflict(w.Name)
 	}
-	// The spec as JSON values, as jsonb compares them: neither the order of
-	// a manifest's keys nor its spacing is a change.
-	var specChanged bool
-	if err := tx.QueryRow(ctx, `SELECT work->'spec' IS DISTINCT FROM $2::jsonb->'spec' FROM workwire_works WHERE uid = $1`,
-		uuid.MustParse(string(cur.UID)), data).Scan(&specChanged); err != nil {
-		return nil, err
-	}
-	generation := cur.Generation
 	if specChanged {
-		if cur.DeletionTimestamp != nil {
+		if deleting {
 			return nil, workstore.NewDeletingConflict(w.Name)
 		}
 		generation++
 	}
 	out, err := scan(tx.QueryRow(ctx, `UPDATE workwire_works SET generation = $2, labels = $3, work = $4 WHERE uid = $1 RETURNING `+columns,
-		uuid.MustParse(string(cur.UID)), generation, lbl, data))
+		uid, generation, lbl, data))
 	if err != nil {
 		return nil, err
 	}

@@ -2,6 +2,7 @@ package pgstore_test
 
 import (
 	"context"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -113,5 +114,25 @@ func TestWatchCatchesUp(t *testing.T) {
 	}
 	if ops := got.Of(string(kept.UID)); len(ops) != 1 {
 		t.Errorf("a work that did not change: told %v", ops)
+	}
+}
+
+// BenchmarkUpdate measures a spec update of one work: its check and write
+// in one transaction.
+func BenchmarkUpdate(b *testing.B) {
+	s, err := pgstore.Open(context.Background(), pgtest.Pool(b))
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx := context.Background()
+	w, err := s.Create(ctx, storetest.NewWork("cluster1", "w1", nil, "0"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ResetTimer()
+	for i := range b.N {
+		if w, err = s.Update(ctx, storetest.NewWorkAt(w, strconv.Itoa(i+1))); err != nil {
+			b.Fatal(err)
+		}
 	}
 }
