@@ -71,18 +71,8 @@ func TestWatchCatchesUp(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	var got storetest.Changes
-	ready := make(chan struct{})
-	done := make(chan error, 1)
-	go func() { done <- s.Watch(ctx, got.Add, ready) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("watch: %v", err)
-		}
-	})
-	<-ready
+	got := storetest.Watch(t, s)
+	ctx := context.Background()
 
 	// The watch loses its connection; meanwhile a work is created and
 	// another deleted: it tells both once it is back.

@@ -63,6 +63,29 @@ func Eventually(t *testing.T, what string, cond func() bool) {
 	}
 }
 
+// Watch watches s until t ends and returns what it tells, once it
+// listens.
+func Watch(t *testing.T, s workstore.Store) *Changes {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	got := &Changes{}
+	ready := make(chan struct{})
+	done := make(chan error, 1)
+	go func() { done <- s.Watch(ctx, got.Add, ready) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("watch: %v", err)
+		}
+	})
+	select {
+	case <-ready:
+	case err := <-done:
+		t.Fatalf("watch: %v", err)
+	}
+	return got
+}
+
 // Changes records what Watch tells.
 type Changes struct {
 	mu  sync.Mutex
@@ -311,18 +334,8 @@ func lists(t *testing.T, s workstore.Store) {
 
 // Watch tells every change, in order.
 func watches(t *testing.T, s workstore.Store) {
-	ctx, cancel := context.WithCancel(context.Background())
-	var got Changes
-	ready := make(chan struct{})
-	done := make(chan error, 1)
-	go func() { done <- s.Watch(ctx, got.Add, ready) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("watch: %v", err)
-		}
-	})
-	<-ready
+	got := Watch(t, s)
+	ctx := context.Background()
 	w, err := s.Create(ctx, NewWork("cluster1", "w1", nil, "1"))
 	if err != nil {
 		t.Fatal(err)
