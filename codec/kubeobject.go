@@ -28,7 +28,8 @@ import (
 //     the kube-apiserver gives it), not its generation: a CSR's certificate
 //     or a Lease's renewal changes no generation;
 //   - resourceid is the UID, absent while the object has none (an agent's
-//     create_request of what the hub has not stored yet);
+//     create_request of what the hub has not stored yet); on decode it may
+//     also be the object's name, as OCM's programs of v1.2.0 write it;
 //   - clustername is what clusterOf says the object belongs to (a
 //     ManagedCluster's name, a CSR's cluster label, a Lease's namespace),
 //     and originalsource is always present, empty;
@@ -213,10 +214,14 @@ func (c *KubeCodec[T]) decode(evt *cloudevents.Event) (T, error) {
 		return zero, atField("data", fmt.Errorf("apiVersion %q and kind %q, want %q and %q", gvk.GroupVersion(), gvk.Kind, c.gvk.GroupVersion(), c.gvk.Kind))
 	}
 	obj.GetObjectKind().SetGroupVersionKind(c.gvk)
-	if id != "" && obj.GetUID() != "" && string(obj.GetUID()) != id {
-		return zero, atField("extension \"resourceid\"", fmt.Errorf("%q, but the %s's uid is %q", id, c.noun, obj.GetUID()))
-	}
-	if id != "" {
+	switch {
+	case id == "" || string(obj.GetUID()) == id:
+	case id == obj.GetName():
+		// OCM's programs of v1.2.0 (sdk-go v1.2.0) name the object in
+		// resourceid rather than give its UID: the UID is the payload's.
+	case obj.GetUID() != "":
+		return zero, atField("extension \"resourceid\"", fmt.Errorf("%q, but the %s's uid is %q and its name %q", id, c.noun, obj.GetUID(), obj.GetName()))
+	default:
 		obj.SetUID(kubetypes.UID(id))
 	}
 	if _, err := kubeVersion(obj.GetResourceVersion()); err != nil {

@@ -96,6 +96,36 @@ func TestKubeCodecEncodesAnObjectTheHubHasNotStored(t *testing.T) {
 	}
 }
 
+// OCM's programs of v1.2.0 (the klusterlet's registration agent among them)
+// put the object's name in resourceid, not its UID: the object keeps the
+// UID its payload gives, and a create, which has none, gets none.
+func TestKubeCodecAcceptsTheNameAsResourceID(t *testing.T) {
+	c := leaseCodec(t)
+	for name, tc := range map[string]struct {
+		action  types.Action
+		uid     kubetypes.UID
+		wantUID kubetypes.UID
+	}{
+		"a renewal of a stored lease": {types.UpdateRequest, "u1", "u1"},
+		"a create":                    {types.CreateRequest, "", ""},
+	} {
+		lease := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: "managed-cluster-lease", Namespace: "cluster1", UID: tc.uid, ResourceVersion: "7"}}
+		evt, err := c.Encode("cluster1-agent", types.EventType{DataType: c.DataType(), SubResource: types.SubResourceSpec, Action: tc.action}, lease)
+		if err != nil {
+			t.Fatal(err)
+		}
+		evt.SetExtension(types.ExtResourceID, lease.Name)
+		back, err := c.Decode(evt)
+		if err != nil {
+			t.Errorf("%s: %v", name, err)
+			continue
+		}
+		if back.UID != tc.wantUID {
+			t.Errorf("%s: uid %q, want %q", name, back.UID, tc.wantUID)
+		}
+	}
+}
+
 func TestKubeCodecRefusesBadInput(t *testing.T) {
 	c := leaseCodec(t)
 	dt := c.DataType()
@@ -137,7 +167,7 @@ func TestKubeCodecRefusesBadInput(t *testing.T) {
 		evt  func() error
 		want string
 	}{
-		"a resourceid that is not the object's": {func() error { _, err := c.Decode(&otherUID); return err }, `"u2", but the lease's uid is "u1"`},
+		"a resourceid that is not the object's": {func() error { _, err := c.Decode(&otherUID); return err }, `"u2", but the lease's uid is "u1" and its name "l"`},
 		"no data on an update":                  {func() error { _, err := c.Decode(&noData); return err }, "only a deletion carries no lease"},
 		"another kind":                          {func() error { _, err := c.Decode(&wrongKind); return err }, `kind "ConfigMap"`},
 	} {
