@@ -248,13 +248,13 @@ func InstallCRDs(t testing.TB, cfg *rest.Config, files ...string) {
 const OCMAPIModule = "open-cluster-management.io/api"
 
 // InstallOCMCRDs installs the CRDs of OCM's hub that workwire's Services
-// serve — ManagedCluster, ManagedClusterAddOn (v1alpha1) and ManifestWork —
-// from OCMAPIModule.
+// serve — ManagedCluster, ManagedClusterAddOn (v1alpha1 and v1beta1, as
+// OCM's hub serves it) and ManifestWork — from OCMAPIModule.
 func InstallOCMCRDs(t testing.TB, cfg *rest.Config) {
 	t.Helper()
 	InstallCRDs(t, cfg,
 		ModuleFile(t, OCMAPIModule, "cluster/v1/0000_00_clusters.open-cluster-management.io_managedclusters.crd.yaml"),
-		ModuleFile(t, OCMAPIModule, "addon/v1alpha1/0000_01_addon.open-cluster-management.io_managedclusteraddons.crd.yaml"),
+		ModuleFile(t, OCMAPIModule, "addon/v1beta1/0000_01_addon.open-cluster-management.io_managedclusteraddons.crd.yaml"),
 		ModuleFile(t, OCMAPIModule, "work/v1/0000_00_work.open-cluster-management.io_manifestworks.crd.yaml"))
 }
 

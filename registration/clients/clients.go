@@ -40,6 +40,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	addonv1alpha1 "open-cluster-management.io/api/addon/v1alpha1"
+	addonv1beta1 "open-cluster-management.io/api/addon/v1beta1"
 	addonclient "open-cluster-management.io/api/client/addon/clientset/versioned"
 	clusterclient "open-cluster-management.io/api/client/cluster/clientset/versioned"
 	clusterv1 "open-cluster-management.io/api/cluster/v1"
@@ -59,12 +60,22 @@ const (
 	Leases
 	Events
 	AddOns
+	// AddOnsV1beta1 are ManagedClusterAddOns of version v1beta1, which a
+	// workwire hub serves beside v1alpha1 and OCM v1.2.0's does not.
+	AddOnsV1beta1
+	// TokenRequests are ServiceAccount token requests (CreateToken), with
+	// which add-ons register by token.
+	TokenRequests
 
 	// Bootstrap is what an agent joining with a bootstrap identity may
 	// use: it creates its ManagedCluster and a CSR, and watches both.
 	Bootstrap = ManagedClusters | CertificateSigningRequests
-	// All is every type: an agent with its own certificate.
+	// All is what an agent with its own certificate uses, and every hub
+	// serves: OCM's klusterlet's types. AddOnsV1beta1 and TokenRequests
+	// are added to it by those who use them.
 	All = ManagedClusters | CertificateSigningRequests | Leases | Events | AddOns
+	// every is each type there is.
+	every = All | AddOnsV1beta1 | TokenRequests
 )
 
 // Option configures Clients.
@@ -95,13 +106,15 @@ func WithAgentOptions(opts ...generic.AgentOption) Option {
 // Clients are a cluster agent's clients of registration. Build them with
 // New, Start them, Close them. They are goroutine-safe.
 type Clients struct {
-	cluster  string
-	clusters *resource.Holder[*clusterv1.ManagedCluster, *clusterv1.ManagedClusterList]
-	csrs     *resource.Holder[*certificatesv1.CertificateSigningRequest, *certificatesv1.CertificateSigningRequestList]
-	leases   *resource.Holder[*coordinationv1.Lease, *coordinationv1.LeaseList]
-	addons   *resource.Holder[*addonv1alpha1.ManagedClusterAddOn, *addonv1alpha1.ManagedClusterAddOnList]
-	events   *generic.AgentClient[*eventsv1.Event]
-	parts    []part // what Start starts and Close closes, in that order
+	cluster       string
+	clusters      *resource.Holder[*clusterv1.ManagedCluster, *clusterv1.ManagedClusterList]
+	csrs          *resource.Holder[*certificatesv1.CertificateSigningRequest, *certificatesv1.CertificateSigningRequestList]
+	leases        *resource.Holder[*coordinationv1.Lease, *coordinationv1.LeaseList]
+	addons        *resource.Holder[*addonv1alpha1.ManagedClusterAddOn, *addonv1alpha1.ManagedClusterAddOnList]
+	addonsV1beta1 *resource.Holder[*addonv1beta1.ManagedClusterAddOn, *addonv1beta1.ManagedClusterAddOnList]
+	tokens        *tokens
+	events        *generic.AgentClient[*eventsv1.Event]
+	parts         []part // what Start starts and Close closes, in that order
 
 	clusterClient *clusterClientset
 	addonClient   *addonClientset
@@ -123,7 +136,7 @@ var (
 // Scheme knows every type the clients carry.
 func Scheme() (*runtime.Scheme, error) {
 	s := runtime.NewScheme()
-	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, clusterv1.Install, addonv1alpha1.Install} {
+	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, clusterv1.Install, addonv1alpha1.Install, addonv1beta1.Install} {
 		if err := add(s); err != nil {
 			return nil, err
 		}
@@ -153,7 +166,7 @@ func build(config options.TransportConfig, clusterName string, opts settings) (*
 	if config == nil {
 		return nil, errors.New("no transport config")
 	}
-	if opts.types == 0 || opts.types&^All != 0 {
+	if opts.types == 0 || opts.types&^every != 0 {
 		return nil, fmt.Errorf("types %#x: want a non-empty set of the types clients carry", uint8(opts.types))
 	}
 	scheme, err := Scheme()
@@ -184,6 +197,18 @@ func build(config options.TransportConfig, clusterName string, opts settings) (*
 			return nil, err
 		}
 		c.parts = append(c.parts, c.addons)
+	}
+	if opts.types&AddOnsV1beta1 != 0 {
+		if c.addonsV1beta1, err = mirror[*addonv1beta1.ManagedClusterAddOn, *addonv1beta1.ManagedClusterAddOnList](config, scheme, clusterName, kubeservice.AddOnV1beta1Codec, opts); err != nil {
+			return nil, err
+		}
+		c.parts = append(c.parts, c.addonsV1beta1)
+	}
+	if opts.types&TokenRequests != 0 {
+		if c.tokens, err = newTokens(config, clusterName, opts); err != nil {
+			return nil, err
+		}
+		c.parts = append(c.parts, c.tokens)
 	}
 	if opts.types&Events != 0 {
 		if c.events, err = eventClient(config, clusterName, opts); err != nil {
@@ -265,12 +290,13 @@ func (c *Clients) close(ctx context.Context, parts []part) error {
 func (c *Clients) ClusterClient() clusterclient.Interface { return c.clusterClient }
 
 // AddOnClient returns OCM's add-on clientset over events:
-// ManagedClusterAddOns (v1alpha1) of the agent's cluster — get, list,
-// watch, and status update and patch.
+// ManagedClusterAddOns (v1alpha1, and v1beta1 with AddOnsV1beta1) of the
+// agent's cluster — get, list, watch, and status update and patch.
 func (c *Clients) AddOnClient() addonclient.Interface { return c.addonClient }
 
 // KubeClient returns a kubernetes.Interface over events: CertificatesV1
 // CertificateSigningRequests (create, get, list, watch), CoordinationV1
-// Leases (get, list, watch, update) and EventsV1 Events (create, update,
-// patch).
+// Leases (get, list, watch, update), EventsV1 Events (create, update,
+// patch) and, with TokenRequests, CoreV1 ServiceAccounts' CreateToken for
+// the service accounts of the cluster's namespace on the hub.
 func (c *Clients) KubeClient() kubernetes.Interface { return c.kubeClient }

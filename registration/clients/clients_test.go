@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	authenticationv1 "k8s.io/api/authentication/v1"
 	certificatesv1 "k8s.io/api/certificates/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -20,6 +21,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/events"
 	addonv1alpha1 "open-cluster-management.io/api/addon/v1alpha1"
+	addonv1beta1 "open-cluster-management.io/api/addon/v1beta1"
 	addonclient "open-cluster-management.io/api/client/addon/clientset/versioned"
 	clusterclient "open-cluster-management.io/api/client/cluster/clientset/versioned"
 	clusterinformers "open-cluster-management.io/api/client/cluster/informers/externalversions"
@@ -353,3 +355,74 @@ func TestWhatIsNotCarriedIsMethodNotAllowed(t *testing.T) {
 }
 
 func second[T any](_ T, err error) error { return err }
+
+// An agent asks for tokens of its cluster's service accounts on the hub
+// with client-go's CreateToken: the hub issues them through the
+// kube-apiserver's TokenRequest API. One of another namespace is Forbidden
+// before the wire; the hub's refusal (a service account it lacks) is the
+// call's error.
+func TestTheKubeClientCreatesTokens(t *testing.T) {
+	cfg := kubetest.Start(t)
+	kubetest.InstallOCMCRDs(t, cfg)
+	kubetest.CreateNamespaces(t, cfg, "cluster1")
+	h := startHub(t, kubernetes.NewForConfigOrDie(cfg), clusterclient.NewForConfigOrDie(cfg), addonclient.NewForConfigOrDie(cfg))
+	ctx := context.Background()
+	if _, err := h.kube.CoreV1().ServiceAccounts("cluster1").Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "helloworld-agent"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	agent := h.agent(t, clients.All|clients.TokenRequests)
+	sas := agent.KubeClient().CoreV1().ServiceAccounts("cluster1")
+	expiry := int64(3600)
+	answer, err := sas.CreateToken(ctx, "helloworld-agent", &authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: &expiry}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatalf("create token: %v", err)
+	}
+	review, err := h.kube.AuthenticationV1().TokenReviews().Create(ctx, &authenticationv1.TokenReview{Spec: authenticationv1.TokenReviewSpec{Token: answer.Status.Token}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "system:serviceaccount:cluster1:helloworld-agent"; !review.Status.Authenticated || review.Status.User.Username != want {
+		t.Errorf("the token authenticates %v as %q, want %q", review.Status.Authenticated, review.Status.User.Username, want)
+	}
+
+	_, err = agent.KubeClient().CoreV1().ServiceAccounts("cluster2").CreateToken(ctx, "helloworld-agent", &authenticationv1.TokenRequest{}, metav1.CreateOptions{})
+	if !apierrors.IsForbidden(err) {
+		t.Errorf("a token of another cluster's service account: %v, want Forbidden", err)
+	}
+	_, err = sas.CreateToken(ctx, "missing", &authenticationv1.TokenRequest{}, metav1.CreateOptions{})
+	if !apierrors.IsNotFound(err) {
+		t.Errorf("a token of a service account the hub lacks: %v, want NotFound", err)
+	}
+	if _, err := sas.Get(ctx, "helloworld-agent", metav1.GetOptions{}); !apierrors.IsMethodNotSupported(err) {
+		t.Errorf("get a service account: %v, want MethodNotAllowed", err)
+	}
+}
+
+// ManagedClusterAddOns of v1beta1 are carried beside v1alpha1: the agent
+// reads its add-on and reports its status in v1beta1.
+func TestTheAddOnClientsetServesV1beta1(t *testing.T) {
+	forEachHub(t, func(t *testing.T, h *testHub) {
+		ctx := context.Background()
+		if _, err := h.addons.AddonV1beta1().ManagedClusterAddOns("cluster1").Create(ctx, &addonv1beta1.ManagedClusterAddOn{
+			ObjectMeta: metav1.ObjectMeta{Name: "helloworld", Namespace: "cluster1"}}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		agent := h.agent(t, clients.All|clients.AddOnsV1beta1)
+		addons := agent.AddOnClient().AddonV1beta1().ManagedClusterAddOns("cluster1")
+		var addon *addonv1beta1.ManagedClusterAddOn
+		eventually(t, "the hub's add-on", func() bool {
+			var err error
+			addon, err = addons.Get(ctx, "helloworld", metav1.GetOptions{})
+			return err == nil
+		})
+		available := addon.DeepCopy()
+		meta.SetStatusCondition(&available.Status.Conditions, metav1.Condition{Type: addonv1beta1.ManagedClusterAddOnConditionAvailable, Status: metav1.ConditionTrue, Reason: "Running"})
+		if _, err := addons.UpdateStatus(ctx, available, metav1.UpdateOptions{}); err != nil {
+			t.Fatalf("update status: %v", err)
+		}
+		eventually(t, "the status on the hub", func() bool {
+			a, err := h.addons.AddonV1beta1().ManagedClusterAddOns("cluster1").Get(ctx, "helloworld", metav1.GetOptions{})
+			return err == nil && meta.IsStatusConditionTrue(a.Status.Conditions, addonv1beta1.ManagedClusterAddOnConditionAvailable)
+		})
+	})
+}

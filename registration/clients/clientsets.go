@@ -7,6 +7,7 @@ import (
 	"fmt"
 
 	jsonpatch "github.com/evanphx/json-patch/v5"
+	authenticationv1 "k8s.io/api/authentication/v1"
 	certificatesv1 "k8s.io/api/certificates/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	eventsv1 "k8s.io/api/events/v1"
@@ -18,10 +19,13 @@ import (
 	"k8s.io/client-go/kubernetes"
 	certificatesv1client "k8s.io/client-go/kubernetes/typed/certificates/v1"
 	coordinationv1client "k8s.io/client-go/kubernetes/typed/coordination/v1"
+	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	eventsv1client "k8s.io/client-go/kubernetes/typed/events/v1"
 	addonv1alpha1 "open-cluster-management.io/api/addon/v1alpha1"
+	addonv1beta1 "open-cluster-management.io/api/addon/v1beta1"
 	addonclient "open-cluster-management.io/api/client/addon/clientset/versioned"
 	addonv1alpha1client "open-cluster-management.io/api/client/addon/clientset/versioned/typed/addon/v1alpha1"
+	addonv1beta1client "open-cluster-management.io/api/client/addon/clientset/versioned/typed/addon/v1beta1"
 	clusterclient "open-cluster-management.io/api/client/cluster/clientset/versioned"
 	clusterv1client "open-cluster-management.io/api/client/cluster/clientset/versioned/typed/cluster/v1"
 	clusterv1 "open-cluster-management.io/api/cluster/v1"
@@ -50,6 +54,12 @@ func (c *Clients) buildClientsets() error {
 	}
 	if c.addons != nil {
 		served[addonv1alpha1.GroupVersion.String()] = []metav1.APIResource{
+			{Name: "managedclusteraddons", SingularName: "managedclusteraddon", Namespaced: true, Kind: "ManagedClusterAddOn", Verbs: mirrorVerbs},
+			{Name: "managedclusteraddons/status", Namespaced: true, Kind: "ManagedClusterAddOn", Verbs: metav1.Verbs{"get", "patch", "update"}},
+		}
+	}
+	if c.addonsV1beta1 != nil {
+		served[addonv1beta1.GroupVersion.String()] = []metav1.APIResource{
 			{Name: "managedclusteraddons", SingularName: "managedclusteraddon", Namespaced: true, Kind: "ManagedClusterAddOn", Verbs: mirrorVerbs},
 			{Name: "managedclusteraddons/status", Namespaced: true, Kind: "ManagedClusterAddOn", Verbs: metav1.Verbs{"get", "patch", "update"}},
 		}
@@ -121,6 +131,22 @@ func (s *addonClientset) AddonV1alpha1() addonv1alpha1client.AddonV1alpha1Interf
 	return addonV1alpha1{AddonV1alpha1Interface: s.Clientset.AddonV1alpha1(), c: s.c}
 }
 
+func (s *addonClientset) AddonV1beta1() addonv1beta1client.AddonV1beta1Interface {
+	return addonV1beta1{AddonV1beta1Interface: s.Clientset.AddonV1beta1(), c: s.c}
+}
+
+type addonV1beta1 struct {
+	addonv1beta1client.AddonV1beta1Interface
+	c *Clients
+}
+
+func (v addonV1beta1) ManagedClusterAddOns(namespace string) addonv1beta1client.ManagedClusterAddOnInterface {
+	if v.c.addonsV1beta1 == nil {
+		return v.AddonV1beta1Interface.ManagedClusterAddOns(namespace)
+	}
+	return v.c.addonsV1beta1.Resources(namespace)
+}
+
 type addonV1alpha1 struct {
 	addonv1alpha1client.AddonV1alpha1Interface
 	c *Clients
@@ -140,6 +166,10 @@ type kubeClientset struct {
 	c *Clients
 }
 
+func (s *kubeClientset) CoreV1() corev1client.CoreV1Interface {
+	return coreV1{CoreV1Interface: s.Clientset.CoreV1(), c: s.c}
+}
+
 func (s *kubeClientset) CertificatesV1() certificatesv1client.CertificatesV1Interface {
 	return certificatesV1{CertificatesV1Interface: s.Clientset.CertificatesV1(), c: s.c}
 }
@@ -150,6 +180,31 @@ func (s *kubeClientset) CoordinationV1() coordinationv1client.CoordinationV1Inte
 
 func (s *kubeClientset) EventsV1() eventsv1client.EventsV1Interface {
 	return eventsV1{EventsV1Interface: s.Clientset.EventsV1(), c: s.c}
+}
+
+type coreV1 struct {
+	corev1client.CoreV1Interface
+	c *Clients
+}
+
+func (v coreV1) ServiceAccounts(namespace string) corev1client.ServiceAccountInterface {
+	refused := v.CoreV1Interface.ServiceAccounts(namespace)
+	if v.c.tokens == nil {
+		return refused
+	}
+	return serviceAccounts{ServiceAccountInterface: refused, tokens: v.c.tokens, namespace: namespace}
+}
+
+// serviceAccounts serves CreateToken alone, as a request to the hub; every
+// other method is refused.
+type serviceAccounts struct {
+	corev1client.ServiceAccountInterface
+	tokens    *tokens
+	namespace string
+}
+
+func (s serviceAccounts) CreateToken(ctx context.Context, name string, req *authenticationv1.TokenRequest, opts metav1.CreateOptions) (*authenticationv1.TokenRequest, error) {
+	return s.tokens.create(ctx, s.namespace, name, req, opts)
 }
 
 type certificatesV1 struct {

@@ -1,6 +1,7 @@
-// Package hub puts registration (seed 004) on a gRPC broker: the Services
-// of ManagedClusters, CertificateSigningRequests, Leases, Events and
-// ManagedClusterAddOns over a hub's kube-apiserver (registration/kubeservice),
+// Package hub puts registration on a gRPC broker: the Services of
+// ManagedClusters, CertificateSigningRequests, Leases, Events,
+// ManagedClusterAddOns (v1alpha1 and v1beta1) and ServiceAccount token
+// requests over a hub's kube-apiserver (registration/kubeservice),
 // their informers, and optionally the signer of agents' certificates
 // (registration/signer) — what a hub replica runs beside its gRPC server.
 //
@@ -34,8 +35,9 @@ import (
 
 // Config says what a Hub runs over.
 type Config struct {
-	// Kube, Cluster and AddOn are the hub's clients of its kube-apiserver.
-	// Required.
+	// Kube, Cluster and AddOn are the hub's clients of its kube-apiserver,
+	// whose ManagedClusterAddOn CRD serves v1alpha1 and v1beta1 (as OCM
+	// v1.2.0's does). Required.
 	Kube    kubernetes.Interface
 	Cluster clusterclient.Interface
 	AddOn   addonclient.Interface
@@ -108,12 +110,22 @@ func build(cfg Config) (*Hub, error) {
 	if err != nil {
 		return nil, err
 	}
+	addonsV1beta1, err := kubeservice.NewAddOnsV1beta1(cfg.AddOn, h.addonInf.Addon().V1beta1().ManagedClusterAddOns(), cfg.SourceID, cfg.ServiceOptions...)
+	if err != nil {
+		return nil, err
+	}
+	tokens, err := kubeservice.NewTokenRequests(cfg.Kube, cfg.SourceID, cfg.ServiceOptions...)
+	if err != nil {
+		return nil, err
+	}
 	h.services = []server.Option{
 		server.WithService(kubeservice.ManagedClusterCodec.DataType().String(), clusters),
 		server.WithService(kubeservice.CSRCodec.DataType().String(), csrs),
 		server.WithService(kubeservice.LeaseCodec.DataType().String(), leases),
 		server.WithService(kubeservice.EventCodec.DataType().String(), events),
 		server.WithService(kubeservice.AddOnCodec.DataType().String(), addons),
+		server.WithService(kubeservice.AddOnV1beta1Codec.DataType().String(), addonsV1beta1),
+		server.WithService(kubeservice.TokenRequestCodec.DataType().String(), tokens),
 	}
 	if cfg.CACert != nil || cfg.CAKey != nil {
 		if h.signer, err = signer.New(cfg.Kube, h.kubeInf.Certificates().V1().CertificateSigningRequests(), cfg.CACert, cfg.CAKey, cfg.Signer); err != nil {

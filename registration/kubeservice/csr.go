@@ -3,6 +3,7 @@ package kubeservice
 import (
 	"crypto/x509"
 	"encoding/pem"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -27,6 +28,8 @@ const (
 	AgentCommonNamePrefix = "system:open-cluster-management:"
 	// ManagedClustersGroup is the group every cluster's agent is in.
 	ManagedClustersGroup = "system:open-cluster-management:managed-clusters"
+	// AddOnNameLabel marks an add-on's CSR, naming the add-on.
+	AddOnNameLabel = "open-cluster-management.io/addon-name"
 )
 
 var csrResource = schema.GroupResource{Group: certificatesv1.GroupName, Resource: "certificatesigningrequests"}
@@ -47,24 +50,36 @@ func csrToCreate(csr *certificatesv1.CertificateSigningRequest, id server.Identi
 	if user := csr.Annotations[CSRUserAnnotation]; user != "" && user != id.User {
 		return nil, apierrors.NewForbidden(csrResource, csr.Name, fmt.Errorf("annotation %s names %q, but the request comes from %q", CSRUserAnnotation, user, id.User))
 	}
-	switch csr.Spec.SignerName {
-	case "", GRPCSigner:
-	default:
-		return nil, apierrors.NewForbidden(csrResource, csr.Name, fmt.Errorf("signer %q: an agent asks %s alone", csr.Spec.SignerName, GRPCSigner))
-	}
 	for _, u := range csr.Spec.Usages {
 		if !slices.Contains(agentUsages, u) {
 			return nil, apierrors.NewForbidden(csrResource, csr.Name, fmt.Errorf("usage %q: an agent's certificate is for client auth alone", u))
 		}
 	}
-	if err := CheckAgentCertificateRequest(csr.Spec.Request, cluster); err != nil {
-		return nil, apierrors.NewForbidden(csrResource, csr.Name, err)
+	signer := GRPCSigner
+	if addon, ok := csr.Labels[AddOnNameLabel]; ok {
+		// An add-on's certificate, for the signer its registration names.
+		if csr.Spec.SignerName == "" || csr.Spec.SignerName == GRPCSigner {
+			return nil, apierrors.NewForbidden(csrResource, csr.Name, fmt.Errorf("signer %q: an add-on's CSR names the signer of its registration, never %s", csr.Spec.SignerName, GRPCSigner))
+		}
+		if err := CheckAddOnCertificateRequest(csr.Spec.Request, cluster, addon); err != nil {
+			return nil, apierrors.NewForbidden(csrResource, csr.Name, err)
+		}
+		signer = csr.Spec.SignerName
+	} else {
+		switch csr.Spec.SignerName {
+		case "", GRPCSigner:
+		default:
+			return nil, apierrors.NewForbidden(csrResource, csr.Name, fmt.Errorf("signer %q: an agent asks %s alone (an add-on's CSR carries the label %s)", csr.Spec.SignerName, GRPCSigner, AddOnNameLabel))
+		}
+		if err := CheckAgentCertificateRequest(csr.Spec.Request, cluster); err != nil {
+			return nil, apierrors.NewForbidden(csrResource, csr.Name, err)
+		}
 	}
 	out := &certificatesv1.CertificateSigningRequest{
 		ObjectMeta: creatable(csr.ObjectMeta),
 		Spec: certificatesv1.CertificateSigningRequestSpec{
 			Request:           csr.Spec.Request,
-			SignerName:        GRPCSigner,
+			SignerName:        signer,
 			Usages:            csr.Spec.Usages,
 			ExpirationSeconds: csr.Spec.ExpirationSeconds,
 		},
@@ -81,16 +96,9 @@ func csrToCreate(csr *certificatesv1.CertificateSigningRequest, id server.Identi
 // what an agent of cluster may be — its common name under the cluster, its
 // groups the cluster's and ManagedClustersGroup.
 func CheckAgentCertificateRequest(data []byte, cluster string) error {
-	block, _ := pem.Decode(data)
-	if block == nil || block.Type != "CERTIFICATE REQUEST" {
-		return fmt.Errorf("spec.request is not a PEM certificate request")
-	}
-	req, err := x509.ParseCertificateRequest(block.Bytes)
+	req, err := parseCertificateRequest(data)
 	if err != nil {
-		return fmt.Errorf("spec.request: %w", err)
-	}
-	if err := req.CheckSignature(); err != nil {
-		return fmt.Errorf("spec.request: %w", err)
+		return err
 	}
 	prefix := AgentCommonNamePrefix + cluster + ":"
 	if cn := req.Subject.CommonName; !strings.HasPrefix(cn, prefix) || len(cn) == len(prefix) {
@@ -103,4 +111,54 @@ func CheckAgentCertificateRequest(data []byte, cluster string) error {
 		}
 	}
 	return nil
+}
+
+// CheckAddOnCertificateRequest checks the PEM certificate request of add-on
+// addon of cluster: well formed, signed by its key, and naming no identity
+// of OCM's but the add-on's own on this cluster. Under OCM's prefix
+// "system:open-cluster-management:" its common name, organizations and
+// organizational units may be only
+// "system:open-cluster-management:cluster:<cluster>:addon:<addon>" (and
+// what follows it, such as ":agent:<agent>") or
+// "system:open-cluster-management:addon:<addon>"; names outside the prefix
+// (a subject an add-on's registration configures) are the approver's to
+// decide.
+func CheckAddOnCertificateRequest(data []byte, cluster, addon string) error {
+	req, err := parseCertificateRequest(data)
+	if err != nil {
+		return err
+	}
+	own := AgentCommonNamePrefix + "cluster:" + cluster + ":addon:" + addon
+	check := func(what, name string) error {
+		if !strings.HasPrefix(name, AgentCommonNamePrefix) || name == own || strings.HasPrefix(name, own+":") ||
+			name == AgentCommonNamePrefix+"addon:"+addon {
+			return nil
+		}
+		return fmt.Errorf("%s %q: add-on %q of cluster %q is %s, and nothing else of %s", what, name, addon, cluster, own, AgentCommonNamePrefix)
+	}
+	errs := []error{check("common name", req.Subject.CommonName)}
+	for _, o := range req.Subject.Organization {
+		errs = append(errs, check("organization", o))
+	}
+	for _, ou := range req.Subject.OrganizationalUnit {
+		errs = append(errs, check("organizational unit", ou))
+	}
+	return errors.Join(errs...)
+}
+
+// parseCertificateRequest parses a CSR's PEM request and checks it is
+// signed by the key it asks a certificate for.
+func parseCertificateRequest(data []byte) (*x509.CertificateRequest, error) {
+	block, _ := pem.Decode(data)
+	if block == nil || block.Type != "CERTIFICATE REQUEST" {
+		return nil, fmt.Errorf("spec.request is not a PEM certificate request")
+	}
+	req, err := x509.ParseCertificateRequest(block.Bytes)
+	if err != nil {
+		return nil, fmt.Errorf("spec.request: %w", err)
+	}
+	if err := req.CheckSignature(); err != nil {
+		return nil, fmt.Errorf("spec.request: %w", err)
+	}
+	return req, nil
 }

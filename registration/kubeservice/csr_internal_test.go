@@ -7,6 +7,7 @@ import (
 	certificatesv1 "k8s.io/api/certificates/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
+	"github.com/workwire/sdk-go/internal/testcerts"
 	"github.com/workwire/sdk-go/options/grpc/server"
 )
 
@@ -63,6 +64,59 @@ func TestAnAgentsCSRIsChecked(t *testing.T) {
 				}
 				if out.Spec.SignerName != GRPCSigner || out.Annotations[CSRUserAnnotation] != tc.id.User || len(out.Annotations) != 1 {
 					t.Errorf("to create: signer %q, annotations %v", out.Spec.SignerName, out.Annotations)
+				}
+				return
+			}
+			if !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("error %v: want Forbidden saying %q", err, tc.want)
+			}
+		})
+	}
+}
+
+// An add-on's CSR names its registration's signer and the add-on's own
+// identity on its cluster; one naming another cluster, an agent's identity,
+// or the agents' signer is Forbidden.
+func TestAnAddOnsCSRIsChecked(t *testing.T) {
+	agent := server.Identity{User: "system:open-cluster-management:cluster1:agent1"}
+	other := AgentCommonNamePrefix + "cluster:cluster2:addon:helloworld"
+	for _, tc := range []struct {
+		name   string
+		change func(*certificatesv1.CertificateSigningRequest)
+		want   string // in the error; "" for none
+	}{
+		{name: "an add-on's own"},
+		{name: "a subject its registration configures", change: func(c *certificatesv1.CertificateSigningRequest) {
+			c.Spec.Request = testcerts.CertificateRequest(t, "helloworld-agent", "helloworld-users")
+		}},
+		{name: "naming another cluster", want: `common name "` + other + `:agent:agent1"`, change: func(c *certificatesv1.CertificateSigningRequest) {
+			c.Spec.Request = testcerts.CertificateRequest(t, other+":agent:agent1", other)
+		}},
+		{name: "in another cluster's group", want: `organization "` + other + `"`, change: func(c *certificatesv1.CertificateSigningRequest) {
+			c.Spec.Request = testcerts.CertificateRequest(t, "helloworld-agent", other)
+		}},
+		{name: "as the cluster's agent", want: `common name "system:open-cluster-management:cluster1:agent1"`, change: func(c *certificatesv1.CertificateSigningRequest) {
+			c.Spec.Request = AgentCSR(t, "cluster1", "agent1", nil).Spec.Request
+		}},
+		{name: "for the agents' signer", want: `never ` + GRPCSigner, change: func(c *certificatesv1.CertificateSigningRequest) {
+			c.Spec.SignerName = GRPCSigner
+		}},
+		{name: "with no signer", want: `signer ""`, change: func(c *certificatesv1.CertificateSigningRequest) {
+			c.Spec.SignerName = ""
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			csr := AddOnCSR(t, "cluster1", "helloworld")
+			if tc.change != nil {
+				tc.change(csr)
+			}
+			out, err := csrToCreate(csr, agent)
+			if tc.want == "" {
+				if err != nil {
+					t.Fatal(err)
+				}
+				if out.Spec.SignerName != certificatesv1.KubeAPIServerClientSignerName || out.Labels[AddOnNameLabel] != "helloworld" || out.Annotations[CSRUserAnnotation] != agent.User {
+					t.Errorf("to create: signer %q, labels %v, annotations %v", out.Spec.SignerName, out.Labels, out.Annotations)
 				}
 				return
 			}

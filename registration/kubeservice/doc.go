@@ -14,7 +14,12 @@
 //     verified user in CSRUserAnnotation, which approvers decide on.
 //   - Leases: renew those of its namespace.
 //   - Events: create them, update their series.
-//   - ManagedClusterAddOns: update their status.
+//   - ManagedClusterAddOns (v1alpha1 and v1beta1): update their status.
+//   - CertificateSigningRequests of its add-ons (labelled with the add-on's
+//     name): for the signer the add-on's registration names, and the
+//     add-on's own identity on its cluster.
+//   - ServiceAccount token requests: a token of a service account of its
+//     cluster's namespace (TokenRequests).
 //
 // Anything else is refused with a Kubernetes error the agent reads as one:
 // the server returns it as OCM's agents expect (FailedPrecondition carrying

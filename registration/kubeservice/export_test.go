@@ -26,3 +26,19 @@ func AgentCSR(t testing.TB, cluster, agent string, orgs []string) *certificatesv
 		},
 	}
 }
+
+// AddOnCSR returns the CSR OCM's registration agent sends for add-on addon
+// of cluster: its default subject, for the kube-apiserver client signer.
+func AddOnCSR(t testing.TB, cluster, addon string) *certificatesv1.CertificateSigningRequest {
+	t.Helper()
+	own := AgentCommonNamePrefix + "cluster:" + cluster + ":addon:" + addon
+	return &certificatesv1.CertificateSigningRequest{
+		ObjectMeta: metav1.ObjectMeta{GenerateName: "addon-" + cluster + "-" + addon + "-",
+			Labels: map[string]string{ClusterNameLabel: cluster, AddOnNameLabel: addon}},
+		Spec: certificatesv1.CertificateSigningRequestSpec{
+			Request:    testcerts.CertificateRequest(t, own+":agent:agent1", own),
+			SignerName: certificatesv1.KubeAPIServerClientSignerName,
+			Usages:     agentUsages,
+		},
+	}
+}

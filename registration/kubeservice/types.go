@@ -14,8 +14,10 @@ import (
 	coordinationinformers "k8s.io/client-go/informers/coordination/v1"
 	"k8s.io/client-go/kubernetes"
 	addonv1alpha1 "open-cluster-management.io/api/addon/v1alpha1"
+	addonv1beta1 "open-cluster-management.io/api/addon/v1beta1"
 	addonclient "open-cluster-management.io/api/client/addon/clientset/versioned"
 	addoninformers "open-cluster-management.io/api/client/addon/informers/externalversions/addon/v1alpha1"
+	addonv1beta1informers "open-cluster-management.io/api/client/addon/informers/externalversions/addon/v1beta1"
 	clusterclient "open-cluster-management.io/api/client/cluster/clientset/versioned"
 	clusterinformers "open-cluster-management.io/api/client/cluster/informers/externalversions/cluster/v1"
 	clusterv1 "open-cluster-management.io/api/cluster/v1"
@@ -46,6 +48,8 @@ var (
 		func(e *eventsv1.Event) string { return e.Namespace })
 	AddOnCodec = mustCodec(schema.GroupVersionKind{Group: addonv1alpha1.GroupName, Version: "v1alpha1", Kind: "ManagedClusterAddOn"}, "managedclusteraddons",
 		func(a *addonv1alpha1.ManagedClusterAddOn) string { return a.Namespace })
+	AddOnV1beta1Codec = mustCodec(schema.GroupVersionKind{Group: addonv1beta1.GroupName, Version: "v1beta1", Kind: "ManagedClusterAddOn"}, "managedclusteraddons",
+		func(a *addonv1beta1.ManagedClusterAddOn) string { return a.Namespace })
 )
 
 func mustCodec[T codec.Object](gvk schema.GroupVersionKind, resource string, clusterOf func(T) string) *codec.KubeCodec[T] {
@@ -152,6 +156,23 @@ func NewAddOns(client addonclient.Interface, informer addoninformers.ManagedClus
 			return notAllowed(AddOnCodec.DataType(), t)
 		}
 		_, err := client.AddonV1alpha1().ManagedClusterAddOns(a.Namespace).UpdateStatus(ctx, a, metav1.UpdateOptions{})
+		return err
+	}, opts)
+}
+
+// NewAddOnsV1beta1 returns the Service of ManagedClusterAddOns of version
+// v1beta1, beside NewAddOns' v1alpha1 (the kube-apiserver converts between
+// them): an agent may update the status of its cluster's add-ons, nothing
+// else.
+func NewAddOnsV1beta1(client addonclient.Interface, informer addonv1beta1informers.ManagedClusterAddOnInformer, sourceID string, opts ...Option) (*Service[*addonv1beta1.ManagedClusterAddOn], error) {
+	if client == nil || informer == nil {
+		return nil, fmt.Errorf("new add-on service (v1beta1): client and informer are required")
+	}
+	return newService(AddOnV1beta1Codec, sourceID, informer.Informer(), func(ctx context.Context, _ server.Identity, t types.EventType, a *addonv1beta1.ManagedClusterAddOn) error {
+		if t.SubResource != types.SubResourceStatus || t.Action != types.UpdateRequest {
+			return notAllowed(AddOnV1beta1Codec.DataType(), t)
+		}
+		_, err := client.AddonV1beta1().ManagedClusterAddOns(a.Namespace).UpdateStatus(ctx, a, metav1.UpdateOptions{})
 		return err
 	}, opts)
 }

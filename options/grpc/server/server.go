@@ -417,7 +417,7 @@ func (s *Server) publishToService(ctx context.Context, route options.Route, pbe 
 			return true, status.Errorf(codes.Internal, "handle status %s: %v", pbe.GetId(), err)
 		}
 		return true, nil
-	case route.Role == options.RoleSpecResync:
+	case route.Role == options.RoleSpecResync && b.resyncs():
 		evt, err := protocol.FromProto(pbe)
 		if err != nil {
 			return true, status.Errorf(codes.InvalidArgument, "event %s: %v", pbe.GetId(), err)
@@ -485,7 +485,9 @@ func (in *instance) Subscribe(req *protocol.SubscriptionRequest, stream grpc.Ser
 			sub.runWork(wctx)
 		}()
 		for _, b := range bs {
-			sub.schedule(func(ctx context.Context) { sub.agentWork(s).requestStatusResync(ctx, b) })
+			if b.resyncs() {
+				sub.schedule(func(ctx context.Context) { sub.agentWork(s).requestStatusResync(ctx, b) })
+			}
 		}
 	}
 

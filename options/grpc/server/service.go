@@ -97,6 +97,22 @@ type StatusHasher interface {
 	StatusHashes(ctx context.Context, cluster string) ([]types.StatusHash, error)
 }
 
+// Resyncer is implemented by a Service that says whether its resources are
+// resynced with agents; without it they are. A Service of requests and
+// their answers, of which agents keep nothing (ServiceAccount token
+// requests), says no: the server then sends its agents no status resync
+// request, which an OCM agent of such a type has nothing to answer with,
+// and answers no spec resync of its data type.
+type Resyncer interface {
+	Resyncs() bool
+}
+
+// resyncs reports whether b's resources are resynced with agents.
+func (b *binding) resyncs() bool {
+	r, ok := b.svc.(Resyncer)
+	return !ok || r.Resyncs()
+}
+
 // ErrNotFound is wrapped by a Service's Get for a resource it does not hold.
 var ErrNotFound = errors.New("resource not found")
 

@@ -191,3 +191,37 @@ func withID(e *protocol.CloudEvent, id string) *protocol.CloudEvent {
 	c.Id = id
 	return c
 }
+
+// noResync is a Service whose resources agents keep nothing of.
+type noResync struct{ *server.MemoryService }
+
+func (noResync) Resyncs() bool { return false }
+
+// A Service that does not resync (token requests, say) has its agents sent
+// no status resync request and its agents' spec resyncs unanswered; what
+// it tells of still goes out.
+func TestServiceWithoutResyncs(t *testing.T) {
+	svc := noResync{server.NewMemoryService(dataType)}
+	srv := grpctest.NewServer(t, server.WithService(dataType, svc))
+	ctx := context.Background()
+	agent := newTransport(t, srv.Config())
+	recv := mustStart(t, agent, options.AgentSubscriptions("cluster1", []string{dataType}))
+	resync := event("resync", "spec.resync_request", map[string]string{
+		types.ExtClusterName: "cluster1", types.ExtOriginalSource: server.DefaultSourceID,
+	})
+	_ = resync.SetData(cloudevents.ApplicationJSON, types.ResourceVersionList{ResourceVersions: []types.ResourceVersion{{ResourceID: "orphan", ResourceVersion: 3}}})
+	if err := send(agent, options.Route{Role: options.RoleSpecResync, Cluster: "cluster1"}, resync); err != nil {
+		t.Fatal(err)
+	}
+	// A marker through the same queue: a resync request or answer would
+	// have come before it.
+	if err := svc.Put(ctx, specFromService("marker", "cluster1", 1)); err != nil {
+		t.Fatal(err)
+	}
+	recv.Wait(t, "the marker", 10*time.Second, func() bool { _, ok := specsOf(recv)["marker"]; return ok })
+	for _, d := range recv.Deliveries() {
+		if id, _, _ := types.StringExtension(d.Event, types.ExtResourceID); id != "marker" {
+			t.Errorf("got %s (resource %q) on role %s", d.Event.Type(), id, d.Route.Role)
+		}
+	}
+}

@@ -214,7 +214,9 @@ func DefaultAttributes(req server.Request) authorizationv1.ResourceAttributes {
 // cluster as namespace (and as name, for ManagedClusters, which are
 // cluster-scoped), the verb by action — create_request create,
 // update_request update, delete_request delete, resync_request list, a
-// subscription watch — and the subresource status for status events. A
+// subscription watch — and the subresource status for status events;
+// a ServiceAccount token request is create (or, to subscribe to the
+// answers, subscribe) on serviceaccounts/token. A
 // bootstrap identity granted create and watch on managedclusters and
 // certificatesigningrequests can then join and nothing else: it cannot
 // subscribe to ManifestWorks. What a source does is asked as
@@ -235,6 +237,16 @@ func ResourceAttributes(req server.Request) authorizationv1.ResourceAttributes {
 	}
 	if attrs.Resource == "managedclusters" {
 		attrs.Name = cluster
+	}
+	if attrs.Group == "authentication.k8s.io" && attrs.Resource == "tokenrequests" {
+		// ServiceAccount token requests, as OCM's hub asks about them:
+		// serviceaccounts/token in the cluster's namespace, to subscribe
+		// (for the answers) and to create.
+		attrs.Group, attrs.Resource, attrs.Subresource, attrs.Verb = "", "serviceaccounts", "token", "create"
+		if req.Verb == server.VerbSubscribe {
+			attrs.Verb = "subscribe"
+		}
+		return attrs
 	}
 	switch {
 	case req.Verb == server.VerbSubscribe:

@@ -22,6 +22,7 @@ const (
 	csrs     = "certificates.k8s.io.v1.certificatesigningrequests"
 	leases   = "coordination.k8s.io.v1.leases"
 	works    = "io.open-cluster-management.works.v1alpha1.manifestbundles"
+	tokens   = "authentication.k8s.io.v1.tokenrequests"
 )
 
 // With ResourceAttributes a kube-apiserver's RBAC decides type by type, as
@@ -50,6 +51,7 @@ func TestResourceAttributesLetRBACDecideTypeByType(t *testing.T) {
 	}
 	if _, err := rbac.Roles("cluster1").Create(ctx, &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: "agent"}, Rules: []rbacv1.PolicyRule{
 		{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, Verbs: []string{"get", "list", "watch", "update"}},
+		{APIGroups: []string{""}, Resources: []string{"serviceaccounts/token"}, Verbs: []string{"create", "subscribe"}},
 	}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -84,6 +86,10 @@ func TestResourceAttributesLetRBACDecideTypeByType(t *testing.T) {
 		{"bootstrap updates its cluster's status", bootstrap, publish("cluster1", clusters, types.SubResourceStatus, types.UpdateRequest), false},
 		{"the agent renews its lease", agent, publish("cluster1", leases, types.SubResourceSpec, types.UpdateRequest), true},
 		{"the agent renews another cluster's lease", agent, publish("cluster2", leases, types.SubResourceSpec, types.UpdateRequest), false},
+		{"the agent asks for a token", agent, publish("cluster1", tokens, types.SubResourceSpec, types.CreateRequest), true},
+		{"the agent subscribes to its tokens", agent, subscribe("cluster1", tokens), true},
+		{"the agent asks for another cluster's token", agent, publish("cluster2", tokens, types.SubResourceSpec, types.CreateRequest), false},
+		{"bootstrap asks for a token", bootstrap, publish("cluster1", tokens, types.SubResourceSpec, types.CreateRequest), false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			err := authz.Authorize(ctx, tc.id, tc.req)
@@ -106,6 +112,10 @@ func TestResourceAttributesOfEachRequest(t *testing.T) {
 			authorizationv1.ResourceAttributes{Namespace: "c1", Name: "c1", Verb: "update", Group: "cluster.open-cluster-management.io", Resource: "managedclusters", Subresource: "status"}},
 		{server.Request{Verb: server.VerbPublish, Role: options.RoleSpecResync, Cluster: "c1", DataType: csrs, SubResource: types.SubResourceSpec, Action: types.ResyncRequest},
 			authorizationv1.ResourceAttributes{Namespace: "c1", Verb: "list", Group: "certificates.k8s.io", Resource: "certificatesigningrequests"}},
+		{server.Request{Verb: server.VerbPublish, Role: options.RoleStatus, Source: "s", Cluster: "c1", DataType: tokens, SubResource: types.SubResourceSpec, Action: types.CreateRequest},
+			authorizationv1.ResourceAttributes{Namespace: "c1", Verb: "create", Resource: "serviceaccounts", Subresource: "token"}},
+		{server.Request{Verb: server.VerbSubscribe, Role: options.RoleSpec, Cluster: "c1", DataType: tokens},
+			authorizationv1.ResourceAttributes{Namespace: "c1", Verb: "subscribe", Resource: "serviceaccounts", Subresource: "token"}},
 		{server.Request{Verb: server.VerbSubscribe, Role: options.RoleSpec, Cluster: "c1"},
 			authorizationv1.ResourceAttributes{Namespace: "c1", Verb: "watch", Group: "*", Resource: "*"}},
 		{server.Request{Verb: server.VerbPublish, Role: options.RoleSpec, Source: "hub", Cluster: "c1", DataType: works, SubResource: types.SubResourceSpec, Action: types.CreateRequest},
