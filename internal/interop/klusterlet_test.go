@@ -148,7 +148,9 @@ func TestOCMKlusterletJoinsAWorkwireHub(t *testing.T) {
 	addonCA := testcerts.NewCA(t)
 	var addonCSR *certificatesv1.CertificateSigningRequest
 	waitFor(t, "the add-on's CSR", time.Minute, procs, func() bool {
-		addonCSR = clusterCSR(t, kube, cluster, func(c *certificatesv1.CertificateSigningRequest) bool { return c.Labels[kubeservice.AddOnNameLabel] == "helloworld" })
+		addonCSR = clusterCSR(t, kube, cluster, func(c *certificatesv1.CertificateSigningRequest) bool {
+			return c.Labels[kubeservice.AddOnNameLabel] == "helloworld"
+		})
 		return addonCSR != nil
 	})
 	if addonCSR.Spec.SignerName != "example.com/helloworld" || addonCSR.Annotations[kubeservice.CSRUserAnnotation] != firstCert.Subject.CommonName {

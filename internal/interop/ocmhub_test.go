@@ -25,6 +25,7 @@ import (
 	"github.com/workwire/sdk-go/internal/testcerts"
 	"github.com/workwire/sdk-go/options"
 	"github.com/workwire/sdk-go/options/grpc"
+	"github.com/workwire/sdk-go/options/grpc/server"
 	registrationagent "github.com/workwire/sdk-go/registration/agent"
 	"github.com/workwire/sdk-go/registration/kubeservice"
 	"github.com/workwire/sdk-go/registration/signer"
@@ -62,10 +63,14 @@ func TestWorkwireAgentsJoinOCMsHub(t *testing.T) {
 	ca := testcerts.NewCA(t)
 	serving := ca.Server(t, "hub")
 	port := freePort(t)
+	serverConfig := yamlFile(t, "server.yaml",
+		"tls_cert_file: "+serving.CertFile, "tls_key_file: "+serving.KeyFile, "client_ca_file: "+ca.CAFile(),
+		"server_bind_port: \""+port+"\"")
+	if _, err := server.LoadConfig(serverConfig); err != nil {
+		t.Errorf("workwire's server does not load the file OCM's runs with: %v", err)
+	}
 	ocm := startProgram(t, "ocm-grpc-server", bin, nil,
-		"grpc", "--server-config="+yamlFile(t, "server.yaml",
-			"tls_cert_file: "+serving.CertFile, "tls_key_file: "+serving.KeyFile, "client_ca_file: "+ca.CAFile(),
-			"server_bind_port: \""+port+"\""),
+		"grpc", "--server-config="+serverConfig,
 		"--kubeconfig="+kubeconfigFile(t, cfg),
 		"--disable-leader-election", "--namespace=open-cluster-management-hub", "--listen="+freeListen(t))
 	procs := []*process{ocm}

@@ -4,6 +4,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/workwire/sdk-go/internal/tlsfiles"
@@ -45,11 +46,17 @@ const (
 	// DefaultSourceID is the source ID the server speaks as for the data
 	// types a Service backs.
 	DefaultSourceID = "grpc-server"
+	// DefaultListenAddress is where ListenAndServe listens: every
+	// interface, at the port OCM's hub serves gRPC on.
+	DefaultListenAddress = ":8090"
 )
 
 // Config is the server's configuration, as a config file holds it (see
 // LoadConfig). The zero value of each optional field means its default.
 type Config struct {
+	// ListenAddress is where ListenAndServe listens (Serve takes a listener
+	// of the caller's). Default: DefaultListenAddress.
+	ListenAddress string `json:"listenAddress,omitempty"`
 	// TLS turns TLS on when CertFile and KeyFile are set; ClientCAFile adds
 	// client certificate verification (mutual TLS).
 	TLS TLSConfig `json:"tls,omitempty"`
@@ -134,10 +141,16 @@ type TLSConfig struct {
 	RequireClientCert bool `json:"requireClientCert,omitempty"`
 	// MinVersion is the lowest TLS version accepted: "1.2" (default) or "1.3".
 	MinVersion string `json:"minVersion,omitempty"`
+	// MaxVersion is the highest TLS version offered: "1.2" or "1.3"
+	// (default).
+	MaxVersion string `json:"maxVersion,omitempty"`
+	// CipherSuites are the TLS 1.2 cipher suites accepted, by their IANA
+	// names (TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256, say): a client
+	// offering none of them is refused. Only suites Go counts as secure
+	// (crypto/tls.CipherSuites) may be named; TLS 1.3's suites are not
+	// configurable. Default: Go's.
+	CipherSuites []string `json:"cipherSuites,omitempty"`
 }
-
-// LoadConfig reads a Config from a YAML or JSON file and validates it.
-func LoadConfig(path string) (Config, error) { return options.LoadConfig[Config](path) }
 
 // Validate reports every problem of c at once. It reads the TLS files c
 // names.
@@ -174,7 +187,53 @@ func (c Config) Validate() error {
 
 // IsEnabled reports whether c turns TLS on.
 func (c TLSConfig) IsEnabled() bool {
-	return c.CertFile != "" || c.KeyFile != "" || c.ClientCAFile != "" || c.RequireClientCert || c.MinVersion != ""
+	return c.CertFile != "" || c.KeyFile != "" || c.ClientCAFile != "" || c.RequireClientCert || c.MinVersion != "" ||
+		c.MaxVersion != "" || len(c.CipherSuites) > 0
+}
+
+// tlsVersion parses a TLS version of a config: "1.2" or "1.3", or def for
+// "".
+func tlsVersion(key, v string, def uint16) (uint16, error) {
+	switch v {
+	case "":
+		return def, nil
+	case "1.2":
+		return tls.VersionTLS12, nil
+	case "1.3":
+		return tls.VersionTLS13, nil
+	}
+	return 0, fmt.Errorf("%s %q: want 1.2 or 1.3", key, v)
+}
+
+// cipherSuites returns the IDs of the named suites: each must be one Go
+// counts as secure.
+func cipherSuites(names []string) ([]uint16, error) {
+	if len(names) == 0 {
+		return nil, nil
+	}
+	secure := map[string]uint16{}
+	var known []string
+	for _, s := range tls.CipherSuites() {
+		secure[s.Name] = s.ID
+		known = append(known, s.Name)
+	}
+	insecure := map[string]bool{}
+	for _, s := range tls.InsecureCipherSuites() {
+		insecure[s.Name] = true
+	}
+	var ids []uint16
+	var errs []error
+	for _, n := range names {
+		switch id, ok := secure[n]; {
+		case ok:
+			ids = append(ids, id)
+		case insecure[n]:
+			errs = append(errs, fmt.Errorf("cipherSuites: %s is insecure; refused", n))
+		default:
+			errs = append(errs, fmt.Errorf("cipherSuites: %q is not a cipher suite; want one of %s", n, strings.Join(known, ", ")))
+		}
+	}
+	return ids, errors.Join(errs...)
 }
 
 // Build returns the *tls.Config c describes, or nil when TLS is off.
@@ -184,13 +243,20 @@ func (c TLSConfig) Build() (*tls.Config, error) {
 	}
 	var errs []error
 	cfg := &tls.Config{ClientAuth: tls.NoClientCert}
-	switch c.MinVersion {
-	case "", "1.2":
-		cfg.MinVersion = tls.VersionTLS12
-	case "1.3":
-		cfg.MinVersion = tls.VersionTLS13
-	default:
-		errs = append(errs, fmt.Errorf("minVersion %q: want 1.2 or 1.3", c.MinVersion))
+	var err error
+	if cfg.MinVersion, err = tlsVersion("minVersion", c.MinVersion, tls.VersionTLS12); err != nil {
+		errs = append(errs, err)
+	}
+	if cfg.MaxVersion, err = tlsVersion("maxVersion", c.MaxVersion, tls.VersionTLS13); err != nil {
+		errs = append(errs, err)
+	}
+	if err == nil && cfg.MinVersion > cfg.MaxVersion {
+		errs = append(errs, fmt.Errorf("minVersion %s is above maxVersion %s", c.MinVersion, c.MaxVersion))
+	}
+	if cfg.CipherSuites, err = cipherSuites(c.CipherSuites); err != nil {
+		errs = append(errs, err)
+	} else if len(c.CipherSuites) > 0 && cfg.MinVersion == tls.VersionTLS13 {
+		errs = append(errs, errors.New("cipherSuites apply to TLS 1.2, which minVersion 1.3 refuses: remove one"))
 	}
 	if c.CertFile == "" || c.KeyFile == "" {
 		errs = append(errs, errors.New("certFile and keyFile are required for TLS"))
@@ -234,6 +300,7 @@ func (c TLSConfig) Build() (*tls.Config, error) {
 // once; the server reads c's fields as they are.
 func (c Config) withDefaults() Config {
 	options.Default(&c.SourceID, DefaultSourceID)
+	options.Default(&c.ListenAddress, DefaultListenAddress)
 	options.Default(&c.HeartbeatInterval, options.Duration(DefaultHeartbeatInterval))
 	options.Default(&c.QueueSize, DefaultQueueSize)
 	options.Default(&c.QueueBytes, DefaultQueueBytes)

@@ -1,13 +1,20 @@
 package server_test
 
 import (
+	"context"
+	"crypto/tls"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
+
 	"github.com/workwire/sdk-go/internal/testcerts"
+	"github.com/workwire/sdk-go/options"
+	"github.com/workwire/sdk-go/options/grpc/grpctest"
 	"github.com/workwire/sdk-go/options/grpc/server"
 )
 
@@ -49,5 +56,132 @@ func TestValidateReportsEveryProblem(t *testing.T) {
 	}
 	if _, err := server.New(server.Config{}, server.WithService("not a data type", server.NewMemoryService("x"))); err == nil {
 		t.Error("a service for a malformed data type was accepted")
+	}
+}
+
+// The server config file of OCM's hub (`server grpc --server-config`)
+// loads as it is: its keys go where workwire keeps the same settings, its
+// others are accepted, and one setting in both spellings is refused.
+func TestLoadConfigReadsOCMsServerConfig(t *testing.T) {
+	ca := testcerts.NewCA(t)
+	cert := ca.Server(t, "hub")
+	write := func(yaml string) string {
+		path := filepath.Join(t.TempDir(), "server-config.yaml")
+		if err := os.WriteFile(path, []byte(yaml), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return path
+	}
+	ocm := "tls_cert_file: " + cert.CertFile + "\ntls_key_file: " + cert.KeyFile + "\nclient_ca_file: " + ca.CAFile() + `
+tls_min_version: 772
+tls_max_version: 772
+server_bind_port: "8090"
+max_concurrent_streams: 4294967295
+max_receive_message_size: 8388608
+max_send_message_size: 2147483647
+write_buffer_size: 32768
+read_buffer_size: 32768
+connection_timeout: 120s
+max_connection_age: 9223372036854775807
+client_min_ping_interval: 5s
+server_ping_interval: 30s
+server_ping_timeout: 10000000000
+permit_ping_without_stream: false
+cert_watch_interval: 1m
+`
+	cfg, err := server.LoadConfig(write(ocm))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := server.Config{ListenAddress: ":8090", MaxReceiveBytes: 8 << 20,
+		KeepAliveTime: options.Duration(30 * time.Second), KeepAliveTimeout: options.Duration(10 * time.Second), MinClientPingInterval: options.Duration(5 * time.Second),
+		TLS: server.TLSConfig{CertFile: cert.CertFile, KeyFile: cert.KeyFile, ClientCAFile: ca.CAFile(), MinVersion: "1.3", MaxVersion: "1.3"}}
+	if diff := cmp.Diff(want, cfg); diff != "" {
+		t.Errorf("OCM's file loaded as (-want +got):\n%s", diff)
+	}
+	for name, tc := range map[string]struct{ yaml, want string }{
+		"both spellings":  {"server_bind_port: 8090\nlistenAddress: \":9090\"\n", "listenAddress and server_bind_port are one setting"},
+		"a TLS version":   {"tls_min_version: 769\n", "tls_min_version 769: want 771 (TLS 1.2) or 772 (TLS 1.3)"},
+		"a port":          {"server_bind_port: \"http\"\n", `server_bind_port "http": want a port`},
+		"a duration":      {"server_ping_interval: soon\n", `duration "soon"`},
+		"a misspelt key":  {"server_bind_prot: 8090\n", "server_bind_prot"},
+		"an insecure one": {"tls:\n  certFile: " + cert.CertFile + "\n  keyFile: " + cert.KeyFile + "\n  cipherSuites: [TLS_RSA_WITH_RC4_128_SHA]\n", "TLS_RSA_WITH_RC4_128_SHA is insecure"},
+	} {
+		if _, err := server.LoadConfig(write(tc.yaml)); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: %v, want an error saying %q", name, err, tc.want)
+		}
+	}
+}
+
+// A TLS profile refuses weaker clients: below its minimum version, or
+// offering none of its cipher suites.
+func TestTheTLSProfileRefusesWeakerClients(t *testing.T) {
+	ca := testcerts.NewCA(t)
+	cert := ca.Server(t, "broker")
+	for _, tc := range []struct {
+		name    string
+		profile server.TLSConfig
+		client  *tls.Config
+		refused bool
+	}{
+		{"TLS 1.3 at a minimum of 1.3", server.TLSConfig{MinVersion: "1.3"}, &tls.Config{MinVersion: tls.VersionTLS13}, false},
+		{"TLS 1.2 at a minimum of 1.3", server.TLSConfig{MinVersion: "1.3"}, &tls.Config{MaxVersion: tls.VersionTLS12}, true},
+		{"a suite of the profile", server.TLSConfig{CipherSuites: []string{"TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384"}},
+			&tls.Config{MaxVersion: tls.VersionTLS12, CipherSuites: []uint16{tls.TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384}}, false},
+		{"a suite outside the profile", server.TLSConfig{CipherSuites: []string{"TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384"}},
+			&tls.Config{MaxVersion: tls.VersionTLS12, CipherSuites: []uint16{tls.TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256}}, true},
+		{"TLS 1.3 beside a TLS 1.2 profile", server.TLSConfig{CipherSuites: []string{"TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384"}},
+			&tls.Config{MinVersion: tls.VersionTLS13}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			profile := tc.profile
+			profile.CertFile, profile.KeyFile = cert.CertFile, cert.KeyFile
+			srv := grpctest.NewServerWithConfig(t, server.Config{TLS: profile})
+			client := tc.client
+			client.RootCAs, client.ServerName, client.NextProtos = ca.Pool(), "127.0.0.1", []string{"h2"}
+			conn, err := tls.Dial("tcp", srv.Addr(), client)
+			if err == nil {
+				conn.Close()
+			}
+			switch {
+			case tc.refused && err == nil:
+				t.Error("the handshake succeeded")
+			case !tc.refused && err != nil:
+				t.Errorf("the handshake failed: %v", err)
+			}
+		})
+	}
+	err := server.Config{TLS: server.TLSConfig{CertFile: cert.CertFile, KeyFile: cert.KeyFile, MinVersion: "1.3", MaxVersion: "1.2",
+		CipherSuites: []string{"TLS_NOT_A_SUITE"}}}.Validate()
+	for _, want := range []string{"minVersion 1.3 is above maxVersion 1.2", `"TLS_NOT_A_SUITE" is not a cipher suite`} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("Validate: %v, want an error saying %q", err, want)
+		}
+	}
+}
+
+// ListenAndServe listens where the config says: an address taken is its
+// error; a context ended stops it.
+func TestListenAndServe(t *testing.T) {
+	taken, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer taken.Close()
+	srv, err := server.New(server.Config{ListenAddress: taken.Addr().String()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.ListenAndServe(context.Background()); err == nil || !strings.Contains(err.Error(), taken.Addr().String()) {
+		t.Errorf("on a taken address: %v", err)
+	}
+	srv, err = server.New(server.Config{ListenAddress: "127.0.0.1:0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := srv.ListenAndServe(ctx); err != nil {
+		t.Errorf("after its context ended: %v", err)
 	}
 }

@@ -258,6 +258,16 @@ func (s *Server) Serve(ctx context.Context, lis net.Listener) error {
 	return nil
 }
 
+// ListenAndServe listens on the config's ListenAddress and serves there, as
+// Serve does, until ctx ends.
+func (s *Server) ListenAndServe(ctx context.Context) error {
+	lis, err := net.Listen("tcp", s.cfg.ListenAddress)
+	if err != nil {
+		return fmt.Errorf("grpc server: %w", err)
+	}
+	return s.Serve(ctx, lis)
+}
+
 // Route hands evt to the subscribers route reaches that subscribed to its
 // data type, as Publish does after authentication and authorization,
 // without checking evt in any way. It is for programs that embed the server
