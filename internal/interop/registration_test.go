@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	certificatesv1 "k8s.io/api/certificates/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -27,10 +28,12 @@ import (
 	ocmoptions "open-cluster-management.io/sdk-go/pkg/cloudevents/clients/options"
 	ocmstore "open-cluster-management.io/sdk-go/pkg/cloudevents/clients/store"
 
+	"github.com/workwire/sdk-go/internal/kubefake"
 	"github.com/workwire/sdk-go/internal/kubetest"
 	"github.com/workwire/sdk-go/internal/testcerts"
 	"github.com/workwire/sdk-go/options/grpc/grpctest"
 	"github.com/workwire/sdk-go/options/grpc/server"
+	registrationhub "github.com/workwire/sdk-go/registration/hub"
 	"github.com/workwire/sdk-go/registration/kubeservice"
 )
 
@@ -234,4 +237,75 @@ func signedCertificate(t *testing.T, cluster string) []byte {
 		t.Fatal(err)
 	}
 	return data
+}
+
+// An OCM agent (sdk-go v1.3.0's cluster client) presenting an expired
+// client certificate is refused at the TLS handshake by workwire's hub, and
+// the refusal is counted as such; the same agent with a valid certificate
+// creates its cluster.
+func TestAnOCMAgentWithAnExpiredCertificateIsRefused(t *testing.T) {
+	f := kubefake.NewHub()
+	h, err := registrationhub.New(registrationhub.Config{Kube: f.Kube, Cluster: f.Cluster, AddOn: f.AddOn})
+	if err != nil {
+		t.Fatal(err)
+	}
+	startCtx, cancelStart := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancelStart()
+	if err := h.Start(startCtx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(h.Close)
+	ca := testcerts.NewCA(t)
+	serving := ca.Server(t, "hub")
+	reg := prometheus.NewRegistry()
+	srv := grpctest.NewServerWithConfig(t, server.Config{TLS: server.TLSConfig{CertFile: serving.CertFile, KeyFile: serving.KeyFile, ClientCAFile: ca.CAFile()}},
+		append(h.ServerOptions(), server.WithAuthenticator(server.CertificateAuthenticator{}), server.WithAuthorizer(registrationhub.Authorizer{}),
+			server.WithRegisterer(reg))...)
+	agent := kubeservice.AgentCommonNamePrefix + "cluster1:agent1"
+	join := func(cert testcerts.Pair, within time.Duration) error {
+		opts := ocmGRPCOptions(t, writeFile(t, "agent.yaml", fmt.Sprintf("url: %s\ncaFile: %s\nclientCertFile: %s\nclientKeyFile: %s\n",
+			srv.Addr(), ca.CAFile(), cert.CertFile, cert.KeyFile)))
+		ctx, cancel := context.WithTimeout(context.Background(), within)
+		defer cancel()
+		holder, err := ocmcluster.NewClientHolder(ctx, ocmoptions.NewGenericClientOptions(opts, ocmcluster.NewManagedClusterCodec(), "cluster1").WithClusterName("cluster1"))
+		if err != nil {
+			return err
+		}
+		_, err = holder.ClusterInterface().ClusterV1().ManagedClusters().Create(ctx, &clusterv1.ManagedCluster{ObjectMeta: metav1.ObjectMeta{Name: "cluster1"}}, metav1.CreateOptions{})
+		return err
+	}
+	if err := join(ca.ClientUntil(t, agent, time.Now().Add(-time.Minute)), 5*time.Second); err == nil {
+		t.Fatal("an OCM agent with an expired certificate created its cluster")
+	}
+	if got := counterOf(t, reg, "grpc_server_tls_handshake_failures_total", "reason", "expired"); got < 1 {
+		t.Errorf("refused handshakes counted as expired: %v, want at least 1", got)
+	}
+	if _, err := f.Cluster.ClusterV1().ManagedClusters().Get(context.Background(), "cluster1", metav1.GetOptions{}); err == nil {
+		t.Error("the cluster exists on the hub")
+	}
+	if err := join(ca.Client(t, agent), 30*time.Second); err != nil {
+		t.Fatalf("the OCM agent with a valid certificate: %v", err)
+	}
+}
+
+// counterOf returns the value of the counter name whose label is value.
+func counterOf(t *testing.T, reg *prometheus.Registry, name, label, value string) float64 {
+	t.Helper()
+	families, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range families {
+		if f.GetName() != name {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == label && l.GetValue() == value {
+					return m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	return 0
 }
