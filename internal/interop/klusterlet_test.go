@@ -25,6 +25,7 @@ import (
 	clusterv1 "open-cluster-management.io/api/cluster/v1"
 
 	"github.com/workwire/sdk-go/internal/kubetest"
+	"github.com/workwire/sdk-go/internal/proctest"
 	"github.com/workwire/sdk-go/internal/testcerts"
 	"github.com/workwire/sdk-go/options/grpc/grpctest"
 	"github.com/workwire/sdk-go/options/grpc/server"
@@ -102,7 +103,7 @@ func TestOCMKlusterletJoinsAWorkwireHub(t *testing.T) {
 		"--addon-kubeclient-registration-auth=token",
 		"--cluster-healthcheck-period=5s",
 		"--disable-leader-election", "--namespace="+agentNamespace, "--listen="+freeListen(t))
-	procs := []*process{agent}
+	procs := []*proctest.Process{agent}
 	started := time.Now()
 
 	// Joining: the cluster and its CSR of the gRPC signer, created for the

@@ -22,6 +22,7 @@ import (
 	workv1 "open-cluster-management.io/api/work/v1"
 
 	"github.com/workwire/sdk-go/internal/kubetest"
+	"github.com/workwire/sdk-go/internal/proctest"
 	"github.com/workwire/sdk-go/internal/testcerts"
 	"github.com/workwire/sdk-go/options"
 	"github.com/workwire/sdk-go/options/grpc"
@@ -73,7 +74,7 @@ func TestWorkwireAgentsJoinOCMsHub(t *testing.T) {
 		"grpc", "--server-config="+serverConfig,
 		"--kubeconfig="+kubeconfigFile(t, cfg),
 		"--disable-leader-election", "--namespace=open-cluster-management-hub", "--listen="+freeListen(t))
-	procs := []*process{ocm}
+	procs := []*proctest.Process{ocm}
 	addr := net.JoinHostPort("127.0.0.1", port)
 	waitFor(t, "OCM's gRPC server listening", time.Minute, procs, func() bool {
 		c, err := net.Dial("tcp", addr)
@@ -123,7 +124,7 @@ func TestWorkwireAgentsJoinOCMsHub(t *testing.T) {
 	}()
 	hubConfig, err := a.Join(joinCtx)
 	if err != nil {
-		t.Fatalf("join OCM's hub: %v\n%s", err, ocm.tail(30))
+		t.Fatalf("join OCM's hub: %v\n%s", err, ocm.Tail(30))
 	}
 	joined := time.Since(began)
 	<-accepted

@@ -1,20 +1,18 @@
 package interop
 
 import (
-	"bytes"
-	"fmt"
 	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+
+	"github.com/workwire/sdk-go/internal/proctest"
 )
 
 // EnvOCMPrograms names the directory of OCM v1.2.0's programs —
@@ -37,82 +35,28 @@ func ocmProgram(t *testing.T, name string) string {
 	return bin
 }
 
-// process is one of OCM's programs running for a test: stopped when the
-// test ends, its output kept in a file and shown when the test failed.
-type process struct {
-	name string
-	cmd  *exec.Cmd
-	log  string
-	done chan struct{}
-}
-
 // startProgram runs bin with args, and extra environment env, until t
-// ends.
-func startProgram(t *testing.T, name, bin string, env []string, args ...string) *process {
+// ends; when t failed (or runs verbose) its log shows the program's last
+// lines.
+func startProgram(t *testing.T, name, bin string, env []string, args ...string) *proctest.Process {
 	t.Helper()
-	log := filepath.Join(t.TempDir(), name+".log")
-	out, err := os.Create(log)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(bin, args...)
-	cmd.Stdout, cmd.Stderr = out, out
-	cmd.Env = append(os.Environ(), env...)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL} // gone with the test binary, whatever ends it
-	if err := cmd.Start(); err != nil {
-		_ = out.Close()
-		t.Fatalf("start %s: %v", name, err)
-	}
-	p := &process{name: name, cmd: cmd, log: log, done: make(chan struct{})}
-	go func() {
-		_ = cmd.Wait()
-		_ = out.Close()
-		close(p.done)
-	}()
+	p := proctest.Start(t, name, bin, env, args...)
 	t.Cleanup(func() {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-p.done:
-		case <-time.After(10 * time.Second):
-			_ = cmd.Process.Kill()
-			<-p.done
-		}
 		if t.Failed() || testing.Verbose() {
-			t.Logf("%s's log (last lines):\n%s", name, p.tail(60))
+			t.Logf("%s's log (last lines):\n%s", name, p.Tail(60))
 		}
 	})
 	return p
 }
 
-// tail returns the last n lines of the process's output.
-func (p *process) tail(n int) string {
-	data, _ := os.ReadFile(p.log)
-	lines := bytes.Split(bytes.TrimRight(data, "\n"), []byte("\n"))
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return string(bytes.Join(lines, []byte("\n")))
-}
-
-// exited reports whether the process ended, and how, for a wait that
-// should stop early.
-func (p *process) exited() error {
-	select {
-	case <-p.done:
-		return fmt.Errorf("%s exited (%v):\n%s", p.name, p.cmd.ProcessState, p.tail(30))
-	default:
-		return nil
-	}
-}
-
 // waitFor polls cond until it holds, failing t at the deadline or as soon
 // as one of procs exits.
-func waitFor(t *testing.T, what string, within time.Duration, procs []*process, cond func() bool) {
+func waitFor(t *testing.T, what string, within time.Duration, procs []*proctest.Process, cond func() bool) {
 	t.Helper()
 	start := time.Now()
 	for deadline := start.Add(within); !cond(); time.Sleep(100 * time.Millisecond) {
 		for _, p := range procs {
-			if err := p.exited(); err != nil {
+			if err := p.Exited(); err != nil {
 				t.Fatalf("waiting for %s: %v", what, err)
 			}
 		}

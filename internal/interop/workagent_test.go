@@ -22,6 +22,7 @@ import (
 
 	"github.com/workwire/sdk-go/codec"
 	"github.com/workwire/sdk-go/internal/kubetest"
+	"github.com/workwire/sdk-go/internal/proctest"
 	"github.com/workwire/sdk-go/options/grpc/grpctest"
 	"github.com/workwire/sdk-go/options/grpc/server"
 	"github.com/workwire/sdk-go/options/mqtt/mqtttest"
@@ -86,7 +87,7 @@ func workCluster(t *testing.T, cluster string) *rest.Config {
 
 // startWorkAgent runs OCM's work agent of cluster as the klusterlet does,
 // its works from driver's broker as config says.
-func startWorkAgent(t *testing.T, bin string, cfg *rest.Config, cluster, driver, config string) *process {
+func startWorkAgent(t *testing.T, bin string, cfg *rest.Config, cluster, driver, config string) *proctest.Process {
 	t.Helper()
 	return startProgram(t, "work-agent-"+driver, bin, nil,
 		"agent", "--spoke-cluster-name="+cluster, "--cloudevents-client-id="+cluster+"-work-agent",
@@ -98,10 +99,10 @@ func startWorkAgent(t *testing.T, bin string, cfg *rest.Config, cluster, driver,
 // driveOCMWorkAgent creates, updates and deletes a work of a Deployment
 // through works, and checks each step on the managed cluster (kube) and in
 // the work's status.
-func driveOCMWorkAgent(t *testing.T, works workv1client.ManifestWorkInterface, kube kubernetes.Interface, agent *process) {
+func driveOCMWorkAgent(t *testing.T, works workv1client.ManifestWorkInterface, kube kubernetes.Interface, agent *proctest.Process) {
 	t.Helper()
 	ctx := context.Background()
-	procs := []*process{agent}
+	procs := []*proctest.Process{agent}
 	began := time.Now()
 	w := &workv1.ManifestWork{
 		ObjectMeta: metav1.ObjectMeta{Name: "web"},
@@ -154,7 +155,7 @@ func driveOCMWorkAgent(t *testing.T, works workv1client.ManifestWorkInterface, k
 // waitApplied waits for the work's Deployment with replicas on the
 // managed cluster, and the work Applied at its generation with that
 // feedback.
-func waitApplied(t *testing.T, works workv1client.ManifestWorkInterface, kube kubernetes.Interface, procs []*process, name string, replicas int64) {
+func waitApplied(t *testing.T, works workv1client.ManifestWorkInterface, kube kubernetes.Interface, procs []*proctest.Process, name string, replicas int64) {
 	t.Helper()
 	ctx := context.Background()
 	waitFor(t, "the Deployment on the managed cluster", time.Minute, procs, func() bool {

@@ -23,7 +23,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -34,6 +33,8 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/yaml"
+
+	"github.com/workwire/sdk-go/internal/proctest"
 )
 
 // The variables that name the binaries.
@@ -62,7 +63,7 @@ func Start(t testing.TB) *rest.Config {
 	}
 	dir := t.TempDir()
 	etcdURL := "http://" + freeAddr(t)
-	startProcess(t, dir, "etcd", etcd,
+	etcdProc := proctest.Start(t, "etcd", etcd, nil,
 		"--data-dir", filepath.Join(dir, "etcd"),
 		"--listen-client-urls", etcdURL, "--advertise-client-urls", etcdURL,
 		"--listen-peer-urls", "http://"+freeAddr(t),
@@ -72,7 +73,7 @@ func Start(t testing.TB) *rest.Config {
 	writeFile(t, tokens, []byte(adminToken+",workwire-admin,workwire-admin,system:masters\n"))
 	key, pub := serviceAccountKeys(t, dir)
 	host, port, _ := net.SplitHostPort(freeAddr(t))
-	startProcess(t, dir, "kube-apiserver", apiserver,
+	apiProc := proctest.Start(t, "kube-apiserver", apiserver, nil,
 		"--etcd-servers", etcdURL,
 		"--bind-address", host, "--secure-port", port,
 		"--cert-dir", filepath.Join(dir, "certs"),
@@ -91,7 +92,7 @@ func Start(t testing.TB) *rest.Config {
 		TLSClientConfig: rest.TLSClientConfig{Insecure: true},
 		QPS:             -1, // no client-side rate limit
 	}
-	waitReady(t, cfg, dir)
+	waitReady(t, cfg, etcdProc, apiProc)
 	return cfg
 }
 
@@ -132,41 +133,9 @@ func serviceAccountKeys(t testing.TB, dir string) (key, pub string) {
 	return key, pub
 }
 
-// startProcess starts a binary with its output in dir/name.log, and stops
-// it when t ends: SIGTERM, then SIGKILL if it has not exited within 10 s.
-func startProcess(t testing.TB, dir, name, bin string, args ...string) {
-	t.Helper()
-	logFile, err := os.Create(filepath.Join(dir, name+".log"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(bin, args...)
-	cmd.Stdout, cmd.Stderr = logFile, logFile
-	dieWithParent(cmd)
-	if err := cmd.Start(); err != nil {
-		logFile.Close()
-		t.Fatalf("start %s: %v", name, err)
-	}
-	exited := make(chan struct{})
-	go func() {
-		_ = cmd.Wait()
-		close(exited)
-	}()
-	t.Cleanup(func() {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-exited:
-		case <-time.After(10 * time.Second):
-			_ = cmd.Process.Kill()
-			<-exited
-		}
-		logFile.Close()
-	})
-}
-
 // waitReady polls /readyz until it answers ok; past readyWithin it fails
 // t with the end of both logs.
-func waitReady(t testing.TB, cfg *rest.Config, dir string) {
+func waitReady(t testing.TB, cfg *rest.Config, etcd, apiserver *proctest.Process) {
 	t.Helper()
 	client, err := rest.HTTPClientFor(cfg)
 	if err != nil {
@@ -182,7 +151,7 @@ func waitReady(t testing.TB, cfg *rest.Config, dir string) {
 		}
 		time.Sleep(wait)
 	}
-	t.Fatalf("kube-apiserver not ready after %v: %v\n%s\n%s", readyWithin, last, tail(dir, "etcd"), tail(dir, "kube-apiserver"))
+	t.Fatalf("kube-apiserver not ready after %v: %v\n%s\n%s", readyWithin, last, "--- etcd\n"+etcd.Tail(20), "--- kube-apiserver\n"+apiserver.Tail(20))
 }
 
 func ready(client *http.Client, url string) error {
@@ -199,16 +168,6 @@ func ready(client *http.Client, url string) error {
 		return fmt.Errorf("%s: %s: %q", url, resp.Status, body)
 	}
 	return nil
-}
-
-// tail returns the last lines of dir/name.log.
-func tail(dir, name string) string {
-	data, err := os.ReadFile(filepath.Join(dir, name+".log"))
-	if err != nil {
-		return fmt.Sprintf("%s: %v", name, err)
-	}
-	lines := strings.Split(strings.TrimSpace(string(data)), "\n")
-	return fmt.Sprintf("--- %s.log (last lines)\n%s", name, strings.Join(lines[max(0, len(lines)-20):], "\n"))
 }
 
 var crds = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}

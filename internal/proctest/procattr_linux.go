@@ -1,4 +1,4 @@
-package kubetest
+package proctest
 
 import (
 	"os/exec"
@@ -6,8 +6,7 @@ import (
 )
 
 // dieWithParent has the kernel kill cmd when the test binary dies without
-// its cleanup (a timeout's panic, a kill): no etcd or kube-apiserver
-// outlives its test.
+// its cleanup (a timeout's panic, a kill): no process outlives its test.
 func dieWithParent(cmd *exec.Cmd) {
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 }

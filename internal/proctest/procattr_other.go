@@ -1,6 +1,6 @@
 //go:build !linux
 
-package kubetest
+package proctest
 
 import "os/exec"
 
