@@ -143,7 +143,9 @@ func TestOCMKlusterletJoinsAWorkwireHub(t *testing.T) {
 	waitFor(t, "the lease renewed", time.Minute, procs, func() bool { return leaseRenewTime(t, kube, cluster).After(renewedAt) })
 
 	// Add-ons: one by a CSR of its own signer, one by a token.
+	//lint:ignore SA1019 OCM v1.2.0's klusterlet reads v1alpha1's signerName
 	registerAddOn(t, addons, cluster, "helloworld", addonv1alpha1.RegistrationConfig{SignerName: "example.com/helloworld"})
+	//lint:ignore SA1019 OCM v1.2.0's klusterlet reads v1alpha1's signerName
 	registerAddOn(t, addons, cluster, "tokenaddon", addonv1alpha1.RegistrationConfig{SignerName: certificatesv1.KubeAPIServerClientSignerName})
 
 	addonCA := testcerts.NewCA(t)
