@@ -93,6 +93,9 @@ func encodeManifestStatus(work *workv1.ManifestWork) ([]byte, error) {
 			s.StatusFeedback.Values = slices.DeleteFunc(slices.Clone(s.StatusFeedback.Values), func(v workv1.FeedbackValue) bool {
 				return v.Name == ContentStatusFeedbackName
 			})
+			if len(s.StatusFeedback.Values) == 0 {
+				s.StatusFeedback.Values = nil // no statusFeedback key
+			}
 		}
 	default:
 		return nil, atField("status.resourceStatus.manifests", fmt.Errorf("%d manifest conditions, but the manifests codec carries one: use manifestbundles", len(mcs)))

@@ -130,8 +130,8 @@ type ManifestStatus struct {
 	// Optional.
 	Conditions []metav1.Condition `json:"conditions"`
 	// StatusFeedback holds the values the manifest's feedback rules
-	// collected. Optional.
-	StatusFeedback workv1.StatusFeedbackResult `json:"statusFeedback"`
+	// collected. Optional: absent from the JSON when it has none.
+	StatusFeedback workv1.StatusFeedbackResult `json:"statusFeedback,omitzero"`
 	// ContentStatus is the resource's status as a raw JSON object. Optional;
 	// the codec fills it from a JsonRaw feedback value named "status" and
 	// turns it back into one on decode.

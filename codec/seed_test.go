@@ -265,6 +265,25 @@ func TestSeedManifestStatus(t *testing.T) {
 			if len(content.Conditions) != 1 || content.Conditions[0].Type != "Progressing" || content.Conditions[0].Reason != "NewReplicaSetCreated" {
 				t.Errorf("contentStatus conditions = %+v", content.Conditions)
 			}
+
+			// Encoded again, the status has the example's keys: its
+			// contentStatus, and no statusFeedback, of which it has none.
+			work.Namespace = "cluster1" // the cluster, which the event's route names
+			work.Annotations = map[string]string{OriginalSourceAnnotation: "hub1"}
+			again, err := NewManifestCodec().Encode("cluster1-agent", types.EventType{DataType: ManifestsDataType, SubResource: types.SubResourceStatus, Action: types.UpdateRequest}, work)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var keys map[string]json.RawMessage
+			if err := json.Unmarshal(again.Data(), &keys); err != nil {
+				t.Fatal(err)
+			}
+			if _, ok := keys["statusFeedback"]; ok {
+				t.Errorf("the encoded status has statusFeedback %s, which the example has not", keys["statusFeedback"])
+			}
+			if _, ok := keys["contentStatus"]; !ok {
+				t.Errorf("the encoded status has no contentStatus: %s", again.Data())
+			}
 		})
 	}
 }

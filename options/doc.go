@@ -8,5 +8,7 @@
 // ocm presets. TLSConfig and LoadFile are what every transport's typed Config
 // embeds and loads from YAML or JSON.
 //
-// This package imports nothing else of workwire's.
+// Of workwire's own packages it imports only internal/tlsfiles, which reads
+// TLS files: the transports and the generic clients import it, never the
+// other way.
 package options

@@ -37,6 +37,9 @@ const (
 // closes what it returns.
 type TransportFunc = options.TransportFunc
 
+// ClientHolderBuilder builds a ClientHolder. Its methods set one option
+// each and return the builder; NewClientHolder checks them all.
+//
 // A hub holder whose transport's event size limit is known
 // (options.EventSizeLimiter, which workwire's transports implement) answers
 // Create, Update and Patch of a work whose manifests and metadata alone
@@ -46,9 +49,6 @@ type TransportFunc = options.TransportFunc
 // which carry manifests verbatim. Works too large by a measure only the
 // transport can take are reported to the error handler when they fail to
 // publish (see ClientHolderBuilder.WithErrorHandler).
-
-// ClientHolderBuilder builds a ClientHolder. Its methods set one option
-// each and return the builder; NewClientHolder checks them all.
 type ClientHolderBuilder struct {
 	config       any // as given to NewClientHolderBuilder
 	kube         *rest.Config

@@ -1,6 +1,6 @@
-// Package layering checks that imports point down the layering of
-// DESIGN.md: a transport never knows about ManifestWork, and the generic
-// clients never know a broker's name.
+// Package layering checks that imports point down the package graph of
+// ARCHITECTURE.md: a transport never knows about ManifestWork, and the
+// generic clients never know a broker's name.
 package layering
 
 import (
