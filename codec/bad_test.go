@@ -6,8 +6,8 @@ import (
 	"strings"
 	"testing"
 
-	cloudevents "github.com/cloudevents/sdk-go/v2"
 	"github.com/cloudevents/sdk-go/v2/event"
+	cloudevents "github.com/cloudevents/sdk-go/v2/event"
 	workv1 "open-cluster-management.io/api/work/v1"
 
 	"github.com/workwire/sdk-go/generic"
@@ -89,7 +89,7 @@ func TestDecodeBadInput(t *testing.T) {
 			return &cloudevents.Event{Context: (*event.EventContextV1)(nil)}
 		}, want: []string{"no context"}},
 		{name: "empty event", event: func(*testing.T, generic.Codec[*workv1.ManifestWork]) *cloudevents.Event {
-			e := cloudevents.NewEvent()
+			e := cloudevents.New()
 			return &e
 		}, is: types.ErrInvalidType},
 		{name: "malformed type", event: mutateSpec(setType("manifestbundles.spec")), is: types.ErrInvalidType},

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	cloudevents "github.com/cloudevents/sdk-go/v2"
+	cloudevents "github.com/cloudevents/sdk-go/v2/event"
 	cetypes "github.com/cloudevents/sdk-go/v2/types"
 	"go.uber.org/goleak"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -162,7 +162,7 @@ func readSeed(tb testing.TB, name string) *cloudevents.Event {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	evt := cloudevents.NewEvent()
+	evt := cloudevents.New()
 	if err := json.Unmarshal(raw, &evt); err != nil {
 		tb.Fatalf("%s: %v", name, err)
 	}
@@ -176,7 +176,7 @@ func viaStructuredJSON(tb testing.TB, evt *cloudevents.Event) *cloudevents.Event
 	if err != nil {
 		tb.Fatal(err)
 	}
-	out := cloudevents.NewEvent()
+	out := cloudevents.New()
 	if err := json.Unmarshal(raw, &out); err != nil {
 		tb.Fatalf("%v\n%s", err, raw)
 	}

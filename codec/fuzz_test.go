@@ -6,7 +6,7 @@ import (
 	"path/filepath"
 	"testing"
 
-	cloudevents "github.com/cloudevents/sdk-go/v2"
+	cloudevents "github.com/cloudevents/sdk-go/v2/event"
 	workv1 "open-cluster-management.io/api/work/v1"
 
 	"github.com/workwire/sdk-go/generic"
@@ -54,7 +54,7 @@ func addSeeds(f *testing.F) {
 func fuzzDecode(f *testing.F, c generic.Codec[*workv1.ManifestWork]) {
 	addSeeds(f)
 	f.Fuzz(func(t *testing.T, raw []byte) {
-		evt := cloudevents.NewEvent()
+		evt := cloudevents.New()
 		if err := json.Unmarshal(raw, &evt); err != nil {
 			return
 		}

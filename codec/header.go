@@ -6,7 +6,7 @@ import (
 	"math"
 	"time"
 
-	cloudevents "github.com/cloudevents/sdk-go/v2"
+	cloudevents "github.com/cloudevents/sdk-go/v2/event"
 	"github.com/google/uuid"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -42,7 +42,7 @@ func newEvent(dt types.DataType, source string, t types.EventType, obj metav1.Ob
 	}
 
 	t.DataType = dt // always emit the plural
-	evt := cloudevents.NewEvent()
+	evt := cloudevents.New()
 	evt.SetID(uuid.NewString())
 	evt.SetSource(source)
 	evt.SetType(t.String())

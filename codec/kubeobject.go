@@ -10,7 +10,7 @@ import (
 	"strings"
 	"time"
 
-	cloudevents "github.com/cloudevents/sdk-go/v2"
+	cloudevents "github.com/cloudevents/sdk-go/v2/event"
 	"github.com/google/uuid"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -111,7 +111,7 @@ func (c *KubeCodec[T]) encode(source string, t types.EventType, obj T) (*cloudev
 		return nil, atField("metadata.resourceVersion", err)
 	}
 	t.DataType = c.dataType
-	evt := cloudevents.NewEvent()
+	evt := cloudevents.New()
 	evt.SetID(uuid.NewString())
 	evt.SetSource(source)
 	evt.SetType(t.String())

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	cloudevents "github.com/cloudevents/sdk-go/v2"
+	cloudevents "github.com/cloudevents/sdk-go/v2/event"
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/uuid"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -428,7 +428,7 @@ func TestDecodeSpecMetadata(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			evt := cloudevents.NewEvent()
+			evt := cloudevents.New()
 			evt.SetID("e1")
 			evt.SetSource(testSource)
 			evt.SetTime(eventTime)
@@ -453,7 +453,7 @@ func TestDecodeSpecMetadata(t *testing.T) {
 // statusEvent returns a status event of dt with data.
 func statusEvent(t testing.TB, dt types.DataType, data string) *cloudevents.Event {
 	t.Helper()
-	evt := cloudevents.NewEvent()
+	evt := cloudevents.New()
 	evt.SetID("s1")
 	evt.SetSource(testAgent)
 	evt.SetType(eventType(dt, types.SubResourceStatus, types.UpdateRequest).String())

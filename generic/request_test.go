@@ -6,7 +6,7 @@ import (
 	"sync"
 	"testing"
 
-	cloudevents "github.com/cloudevents/sdk-go/v2"
+	cloudevents "github.com/cloudevents/sdk-go/v2/event"
 	"github.com/go-logr/logr"
 
 	"github.com/workwire/sdk-go/generic"

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"time"
 
-	cloudevents "github.com/cloudevents/sdk-go/v2"
+	cloudevents "github.com/cloudevents/sdk-go/v2/event"
 	"github.com/google/uuid"
 
 	"github.com/workwire/sdk-go/generic/types"
@@ -46,7 +46,7 @@ func buildResyncEvents[E any](ceSource string, et types.EventType, entries []E, 
 }
 
 func newEvent(source string, et types.EventType) *cloudevents.Event {
-	evt := cloudevents.NewEvent()
+	evt := cloudevents.New()
 	evt.SetID(uuid.NewString())
 	evt.SetSource(source)
 	evt.SetType(et.String())

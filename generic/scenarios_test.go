@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	cloudevents "github.com/cloudevents/sdk-go/v2"
+	cloudevents "github.com/cloudevents/sdk-go/v2/event"
 	"github.com/go-logr/logr"
 	"github.com/google/uuid"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -638,7 +638,7 @@ func scenarioOutOfOrderStatusIsDropped(t *testing.T, e *env) {
 
 	// The agent's spec resyncs tell where its sequence stands.
 	resync := func(seq string) {
-		evt := cloudevents.NewEvent()
+		evt := cloudevents.New()
 		evt.SetID(uuid.NewString())
 		evt.SetSource(e.c1)
 		evt.SetType(widgets.String() + ".spec.resync_request")

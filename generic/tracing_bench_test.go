@@ -4,7 +4,7 @@ import (
 	"context"
 	"testing"
 
-	cloudevents "github.com/cloudevents/sdk-go/v2"
+	cloudevents "github.com/cloudevents/sdk-go/v2/event"
 	"go.opentelemetry.io/otel"
 
 	"github.com/workwire/sdk-go/generic/types"
@@ -15,7 +15,7 @@ import (
 func BenchmarkSpansWithoutATracerProvider(b *testing.B) {
 	c := &core[Object]{side: SideSource, tracer: otel.GetTracerProvider().Tracer(TracerName)}
 	et := types.EventType{SubResource: types.SubResourceSpec, Action: types.CreateRequest}
-	evt := cloudevents.NewEvent()
+	evt := cloudevents.New()
 	b.ReportAllocs()
 	for b.Loop() {
 		_, s := c.startSend(context.Background(), et, &evt)

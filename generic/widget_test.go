@@ -7,7 +7,7 @@ import (
 	"sort"
 	"sync"
 
-	cloudevents "github.com/cloudevents/sdk-go/v2"
+	cloudevents "github.com/cloudevents/sdk-go/v2/event"
 	"github.com/google/uuid"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	kubetypes "k8s.io/apimachinery/pkg/types"
@@ -49,7 +49,7 @@ type widgetCodec struct{}
 func (widgetCodec) DataType() types.DataType { return widgets }
 
 func (widgetCodec) Encode(source string, t types.EventType, w *widget) (*cloudevents.Event, error) {
-	evt := cloudevents.NewEvent()
+	evt := cloudevents.New()
 	evt.SetID(uuid.NewString())
 	evt.SetSource(source)
 	evt.SetType(t.String())

@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"sync"
 
-	cloudevents "github.com/cloudevents/sdk-go/v2"
+	cloudevents "github.com/cloudevents/sdk-go/v2/event"
 )
 
 // Sentinel errors every transport returns (wrapped) where they apply.

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	cloudevents "github.com/cloudevents/sdk-go/v2"
+	cloudevents "github.com/cloudevents/sdk-go/v2/event"
 	"github.com/google/go-cmp/cmp"
 	"go.uber.org/goleak"
 )
@@ -104,7 +104,7 @@ func TestIntExtensions(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			evt := cloudevents.NewEvent()
+			evt := cloudevents.New()
 			evt.SetID("e1")
 			evt.SetExtension(ExtResourceVersion, tt.value)
 			got, err := RequiredInt64(&evt, ExtResourceVersion)
@@ -119,7 +119,7 @@ func TestIntExtensions(t *testing.T) {
 			}
 		})
 	}
-	evt := cloudevents.NewEvent()
+	evt := cloudevents.New()
 	if _, err := RequiredInt64(&evt, ExtResourceVersion); !IsMissing(err) {
 		t.Fatalf("absent extension: %v, want a missing error", err)
 	}
@@ -136,7 +136,7 @@ func TestIntExtensions(t *testing.T) {
 
 func TestTimeExtension(t *testing.T) {
 	t.Parallel()
-	evt := cloudevents.NewEvent()
+	evt := cloudevents.New()
 	now := time.Date(2023, 7, 19, 3, 3, 46, 841308779, time.FixedZone("x", 3600))
 	SetTimeExtension(&evt, ExtDeletionTimestamp, now)
 	got, ok, err := TimeExtension(&evt, ExtDeletionTimestamp)
@@ -380,7 +380,7 @@ func TestSequenceID(t *testing.T) {
 		{name: "a boolean", value: true, wantErr: true},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			evt := cloudevents.NewEvent()
+			evt := cloudevents.New()
 			evt.SetID("e1")
 			if tt.value != nil {
 				evt.SetExtension(ExtSequenceID, tt.value)

@@ -130,3 +130,20 @@ func TestTheModuleLinksNoOpenTelemetrySDK(t *testing.T) {
 		}
 	}
 }
+
+// Of the CloudEvents SDK's core module the module imports the event type
+// alone (v2/event), tests too: its root package links the SDK's HTTP
+// client and protocol into every program. The MQTT and Kafka protocol
+// bindings the transports use need no more of it than that either.
+func TestTheModuleLinksNoCloudEventsClient(t *testing.T) {
+	out, err := exec.Command("go", "list", "-deps", "-test", "-f", "{{.ImportPath}}", module+"/...").CombinedOutput()
+	if err != nil {
+		t.Fatalf("go list: %v\n%s", err, out)
+	}
+	for _, dep := range strings.Fields(string(out)) {
+		if dep == "github.com/cloudevents/sdk-go/v2" || strings.HasPrefix(dep, "github.com/cloudevents/sdk-go/v2/client") ||
+			strings.HasPrefix(dep, "github.com/cloudevents/sdk-go/v2/protocol/http") {
+			t.Errorf("the module links %s", dep)
+		}
+	}
+}

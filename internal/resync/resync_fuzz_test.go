@@ -3,7 +3,7 @@ package resync
 import (
 	"testing"
 
-	cloudevents "github.com/cloudevents/sdk-go/v2"
+	cloudevents "github.com/cloudevents/sdk-go/v2/event"
 
 	"github.com/workwire/sdk-go/generic/types"
 )
@@ -19,7 +19,7 @@ func FuzzBatchOf(f *testing.F) {
 	f.Add("r1", "-1", "99999999999", true, true)
 	f.Add("r1", "1", "", true, false)
 	f.Fuzz(func(t *testing.T, id, index, total string, hasIndex, hasTotal bool) {
-		evt := cloudevents.NewEvent()
+		evt := cloudevents.New()
 		evt.SetID("e1")
 		if id != "" {
 			evt.SetExtension(types.ExtResyncID, id)

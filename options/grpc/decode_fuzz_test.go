@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	cloudevents "github.com/cloudevents/sdk-go/v2"
+	cloudevents "github.com/cloudevents/sdk-go/v2/event"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/anypb"
 	"google.golang.org/protobuf/types/known/timestamppb"
@@ -101,7 +101,7 @@ func FuzzDecodeRoundTrip(f *testing.F) {
 	f.Add("2", "agent", fuzzDataType+".status.update_request", "", "", int32(-1), []byte{0, 0xff}, false)
 	f.Add("3", "hub", "bogus", "c", "r", int32(0), []byte(nil), true)
 	f.Fuzz(func(t *testing.T, id, source, typ, cluster, resourceID string, version int32, data []byte, json bool) {
-		evt := cloudevents.NewEvent()
+		evt := cloudevents.New()
 		evt.SetID(id)
 		evt.SetSource(source)
 		evt.SetType(typ)

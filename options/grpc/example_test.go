@@ -8,7 +8,7 @@ import (
 	"path/filepath"
 	"time"
 
-	cloudevents "github.com/cloudevents/sdk-go/v2"
+	cloudevents "github.com/cloudevents/sdk-go/v2/event"
 	"github.com/go-logr/logr"
 
 	"github.com/workwire/sdk-go/options"
@@ -60,7 +60,7 @@ func Example() {
 	if err := hub.Start(startCtx, nil, make(inbox)); err != nil {
 		panic(err)
 	}
-	evt := cloudevents.NewEvent()
+	evt := cloudevents.New()
 	evt.SetID("1")
 	evt.SetSource("hub")
 	evt.SetType("io.example.things.v1.things.spec.create_request")

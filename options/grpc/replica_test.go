@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	cloudevents "github.com/cloudevents/sdk-go/v2"
+	cloudevents "github.com/cloudevents/sdk-go/v2/event"
 
 	"github.com/workwire/sdk-go/generic/types"
 	"github.com/workwire/sdk-go/options"
@@ -30,7 +30,7 @@ func (a *resyncingAgent) Connected() {
 	a.wg.Add(1)
 	go func() { // Connected must return at once
 		defer a.wg.Done()
-		evt := cloudevents.NewEvent()
+		evt := cloudevents.New()
 		evt.SetID(fmt.Sprint("resync-", time.Now().UnixNano()))
 		evt.SetSource(a.cluster)
 		evt.SetType(dataType + ".spec.resync_request")
@@ -43,7 +43,7 @@ func (a *resyncingAgent) Connected() {
 }
 
 func specEvent(id, cluster string, version int32) *cloudevents.Event {
-	evt := cloudevents.NewEvent()
+	evt := cloudevents.New()
 	evt.SetID("evt-" + id + fmt.Sprint(version))
 	evt.SetSource(server.DefaultSourceID)
 	evt.SetType(dataType + ".spec.create_request")
@@ -109,7 +109,7 @@ func TestAgentMovesToAnotherReplicaAndResyncs(t *testing.T) {
 	}
 	agent.Wait(t, "r3 live from b", 10*time.Second, func() bool { return holds(agent.Recorder, "r3") })
 
-	status := cloudevents.NewEvent()
+	status := cloudevents.New()
 	status.SetID("status-r1")
 	status.SetSource("cluster1")
 	status.SetType(dataType + ".status.update_request")

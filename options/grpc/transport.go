@@ -12,7 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	cloudevents "github.com/cloudevents/sdk-go/v2"
+	cloudevents "github.com/cloudevents/sdk-go/v2/event"
 	"github.com/go-logr/logr"
 	grpclib "google.golang.org/grpc"
 	"google.golang.org/grpc/backoff"

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/IBM/sarama"
-	cloudevents "github.com/cloudevents/sdk-go/v2"
+	cloudevents "github.com/cloudevents/sdk-go/v2/event"
 	"github.com/cloudevents/sdk-go/v2/types"
 	"github.com/google/go-cmp/cmp"
 
@@ -28,7 +28,7 @@ func realisticEvents(tb testing.TB) []struct {
 	const dataType = "io.open-cluster-management.works.v1alpha1.manifestbundles"
 	at := time.Date(2025, 3, 1, 12, 30, 45, 123456789, time.UTC)
 	spec := func(action string) *cloudevents.Event {
-		e := cloudevents.NewEvent()
+		e := cloudevents.New()
 		e.SetID("5c1f1d8c-3f0a-4e55-9e7b-0d7f6b1f2a11")
 		e.SetSource("hub-controller")
 		e.SetType(dataType + ".spec." + action)
@@ -46,7 +46,7 @@ func realisticEvents(tb testing.TB) []struct {
 	deleted := spec("delete_request")
 	deleted.SetExtension("deletiontimestamp", "2025-03-01T12:31:00Z")
 
-	status := cloudevents.NewEvent()
+	status := cloudevents.New()
 	status.SetID("9a7e0e0c-0f8b-4d55-a1a4-6e2a4f0a7b01")
 	status.SetSource("cluster1-work-agent")
 	status.SetType(dataType + ".status.update_request")
@@ -61,14 +61,14 @@ func realisticEvents(tb testing.TB) []struct {
 		"resourceStatus": []any{map[string]any{"resourceMeta": map[string]any{"ordinal": 0, "kind": "ConfigMap", "name": "cm"}, "statusFeedback": map[string]any{"values": []any{}}}},
 	})
 
-	specResync := cloudevents.NewEvent()
+	specResync := cloudevents.New()
 	specResync.SetID("e2f9a1b7-3c55-4c1e-8d2f-7a6b5c4d3e2f")
 	specResync.SetSource("cluster1-work-agent")
 	specResync.SetType(dataType + ".spec.resync_request")
 	specResync.SetExtension("clustername", "cluster1")
 	_ = specResync.SetData(cloudevents.ApplicationJSON, map[string]any{"resourceVersions": []any{map[string]any{"resourceID": "0b6e5f8a-55d4-4b0c-9d1b-5ad1c2d3e4f5", "resourceVersion": 42}}})
 
-	statusResync := cloudevents.NewEvent()
+	statusResync := cloudevents.New()
 	statusResync.SetID("1d2c3b4a-5e6f-4a7b-8c9d-0e1f2a3b4c5d")
 	statusResync.SetSource("hub-controller")
 	statusResync.SetType(dataType + ".status.resync_request")

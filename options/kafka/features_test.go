@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/IBM/sarama"
-	cloudevents "github.com/cloudevents/sdk-go/v2"
+	cloudevents "github.com/cloudevents/sdk-go/v2/event"
 	"github.com/twmb/franz-go/pkg/kfake"
 
 	"github.com/workwire/sdk-go/options"

@@ -13,7 +13,7 @@ import (
 	"testing"
 
 	"github.com/IBM/sarama"
-	cloudevents "github.com/cloudevents/sdk-go/v2"
+	cloudevents "github.com/cloudevents/sdk-go/v2/event"
 	"github.com/google/go-cmp/cmp"
 	metrics "github.com/rcrowley/go-metrics"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -412,7 +412,7 @@ func TestPermanentErrors(t *testing.T) {
 
 func TestSendErrorClasses(t *testing.T) {
 	t.Parallel()
-	evt := cloudevents.NewEvent()
+	evt := cloudevents.New()
 	for _, tt := range []struct {
 		err  error
 		want error

@@ -17,10 +17,10 @@ import (
 
 	"github.com/IBM/sarama"
 	"github.com/cloudevents/sdk-go/protocol/kafka_sarama/v2"
-	cloudevents "github.com/cloudevents/sdk-go/v2"
 	"github.com/cloudevents/sdk-go/v2/binding"
 	"github.com/cloudevents/sdk-go/v2/binding/format"
 	"github.com/cloudevents/sdk-go/v2/binding/spec"
+	cloudevents "github.com/cloudevents/sdk-go/v2/event"
 	"github.com/go-logr/logr"
 	"k8s.io/klog/v2"
 

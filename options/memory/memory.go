@@ -18,7 +18,7 @@ import (
 	"sync"
 	"time"
 
-	cloudevents "github.com/cloudevents/sdk-go/v2"
+	cloudevents "github.com/cloudevents/sdk-go/v2/event"
 
 	"github.com/workwire/sdk-go/internal/lifecycle"
 	"github.com/workwire/sdk-go/options"
@@ -496,7 +496,7 @@ func (t *Transport) deliverLoop() {
 			recv.Connected()
 			continue
 		}
-		evt := cloudevents.NewEvent()
+		evt := cloudevents.New()
 		if err := evt.UnmarshalJSON(m.data); err != nil {
 			recv.Malformed(fmt.Errorf("memory transport: decode: %w", err))
 			continue

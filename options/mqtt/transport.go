@@ -13,8 +13,8 @@ import (
 	"time"
 
 	mqttpaho "github.com/cloudevents/sdk-go/protocol/mqtt_paho/v2"
-	cloudevents "github.com/cloudevents/sdk-go/v2"
 	"github.com/cloudevents/sdk-go/v2/binding"
+	cloudevents "github.com/cloudevents/sdk-go/v2/event"
 	"github.com/eclipse/paho.golang/packets"
 	"github.com/eclipse/paho.golang/paho"
 	"github.com/eclipse/paho.golang/paho/session"

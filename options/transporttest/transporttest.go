@@ -18,7 +18,7 @@ import (
 	"testing"
 	"time"
 
-	cloudevents "github.com/cloudevents/sdk-go/v2"
+	cloudevents "github.com/cloudevents/sdk-go/v2/event"
 
 	"github.com/workwire/sdk-go/options"
 )
@@ -179,7 +179,7 @@ const dataType = "io.example.conformance.v1.things"
 
 // NewEvent returns an event with the extensions of the wire contract.
 func NewEvent(id, typ string) *cloudevents.Event {
-	evt := cloudevents.NewEvent()
+	evt := cloudevents.New()
 	evt.SetID(id)
 	evt.SetSource("conformance")
 	evt.SetType(dataType + "." + typ)

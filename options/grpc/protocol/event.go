@@ -7,8 +7,8 @@ import (
 	"strings"
 	"time"
 
-	cloudevents "github.com/cloudevents/sdk-go/v2"
 	"github.com/cloudevents/sdk-go/v2/event"
+	cloudevents "github.com/cloudevents/sdk-go/v2/event"
 	cetypes "github.com/cloudevents/sdk-go/v2/types"
 	"github.com/google/uuid"
 	"google.golang.org/protobuf/types/known/timestamppb"
@@ -120,7 +120,7 @@ func FromProto(pbe *CloudEvent) (*cloudevents.Event, error) {
 	default:
 		return nil, fmt.Errorf("event %q: specversion %q, want %s", pbe.GetId(), pbe.GetSpecVersion(), event.CloudEventsVersionV1)
 	}
-	evt := cloudevents.NewEvent()
+	evt := cloudevents.New()
 	ctx := evt.Context.(*event.EventContextV1)
 	ctx.ID, ctx.Type = pbe.GetId(), pbe.GetType()
 	if s := pbe.GetSource(); s != "" {

@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/cloudevents/sdk-go/binding/format/protobuf/v2/pb"
-	cloudevents "github.com/cloudevents/sdk-go/v2"
+	cloudevents "github.com/cloudevents/sdk-go/v2/event"
 	"github.com/google/go-cmp/cmp"
 	"go.uber.org/goleak"
 	"google.golang.org/protobuf/proto"
@@ -60,7 +60,7 @@ func TestDeriveRoute(t *testing.T) {
 }
 
 func specEvent() *cloudevents.Event {
-	evt := cloudevents.NewEvent()
+	evt := cloudevents.New()
 	evt.SetID("1")
 	evt.SetSource("hub")
 	evt.SetType(dt + ".spec.create_request")

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"net"
 
-	cloudevents "github.com/cloudevents/sdk-go/v2"
+	cloudevents "github.com/cloudevents/sdk-go/v2/event"
 	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -48,7 +48,7 @@ func ExampleWithService() {
 	if err != nil {
 		panic(err)
 	}
-	evt := cloudevents.NewEvent()
+	evt := cloudevents.New()
 	evt.SetID("1")
 	evt.SetSource(srv.SourceID())
 	evt.SetType(dt + ".spec.create_request")

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	cloudevents "github.com/cloudevents/sdk-go/v2"
+	cloudevents "github.com/cloudevents/sdk-go/v2/event"
 	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/goleak"
@@ -131,7 +131,7 @@ func mustStart(t *testing.T, tr options.Transport, subs []options.Subscription) 
 }
 
 func event(id, typ string, ext map[string]string) *cloudevents.Event {
-	evt := cloudevents.NewEvent()
+	evt := cloudevents.New()
 	evt.SetID(id)
 	evt.SetSource("test")
 	evt.SetType(dataType + "." + typ)

@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"time"
 
-	cloudevents "github.com/cloudevents/sdk-go/v2"
+	cloudevents "github.com/cloudevents/sdk-go/v2/event"
 	"github.com/google/uuid"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -398,7 +398,7 @@ func (s *Server) orphanDelete(b *binding, cluster string, e types.ResourceVersio
 }
 
 func (s *Server) newEvent(et types.EventType) *cloudevents.Event {
-	evt := cloudevents.NewEvent()
+	evt := cloudevents.New()
 	evt.SetID(uuid.NewString())
 	evt.SetSource(s.sourceID)
 	evt.SetType(et.String())
