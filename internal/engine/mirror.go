@@ -15,8 +15,8 @@ import (
 	"github.com/workwire/sdk-go/internal/store"
 )
 
-// mirror is the agent side of a type the hub keeps whole (seed 004's
-// registration types: ManagedClusters, CSRs, Leases): the store holds the
+// mirror is the agent side of a type the hub keeps whole (registration's
+// types: ManagedClusters, CSRs, Leases): the store holds the
 // hub's objects as the hub sends them, status included, and a write is
 // the agent's request to the hub's Service (generic.AgentClient.Publish),
 // whose answer is the write's; the written object comes back as the hub's
