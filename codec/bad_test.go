@@ -6,7 +6,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/cloudevents/sdk-go/v2/event"
 	cloudevents "github.com/cloudevents/sdk-go/v2/event"
 	workv1 "open-cluster-management.io/api/work/v1"
 
@@ -37,7 +36,7 @@ func goodStatusEvent(t *testing.T, c generic.Codec[*workv1.ManifestWork]) *cloud
 // (which turns every number into an int32), as a decoder other than the
 // SDK's might.
 func setRawExtension(evt *cloudevents.Event, name string, v any) {
-	evt.Context.(*event.EventContextV1).Extensions[name] = v
+	evt.Context.(*cloudevents.EventContextV1).Extensions[name] = v
 }
 
 func TestDecodeBadInput(t *testing.T) {
@@ -86,7 +85,7 @@ func TestDecodeBadInput(t *testing.T) {
 		{name: "nil event", event: func(*testing.T, generic.Codec[*workv1.ManifestWork]) *cloudevents.Event { return nil }, want: []string{"event is nil"}},
 		{name: "no context", event: func(*testing.T, generic.Codec[*workv1.ManifestWork]) *cloudevents.Event { return &cloudevents.Event{} }, want: []string{"no context"}},
 		{name: "typed nil context", event: func(*testing.T, generic.Codec[*workv1.ManifestWork]) *cloudevents.Event {
-			return &cloudevents.Event{Context: (*event.EventContextV1)(nil)}
+			return &cloudevents.Event{Context: (*cloudevents.EventContextV1)(nil)}
 		}, want: []string{"no context"}},
 		{name: "empty event", event: func(*testing.T, generic.Codec[*workv1.ManifestWork]) *cloudevents.Event {
 			e := cloudevents.New()
@@ -118,7 +117,7 @@ func TestDecodeBadInput(t *testing.T) {
 		{name: "metadata not JSON", event: mutateSpec(setExt(types.ExtMetadata, "{name: x")), want: []string{`extension "metadata"`, "invalid"}},
 		{name: "metadata a JSON list", event: mutateSpec(setExt(types.ExtMetadata, "[1]")), want: []string{`extension "metadata"`, "cannot unmarshal"}},
 		{name: "metadata wrong field type", event: mutateSpec(setExt(types.ExtMetadata, `{"labels":"a"}`)), want: []string{`extension "metadata"`, "labels"}},
-		{name: "no source", event: mutateSpec(func(e *cloudevents.Event) { e.Context.(*event.EventContextV1).Source.URL.Path = "" }), want: []string{"source", "empty"}},
+		{name: "no source", event: mutateSpec(func(e *cloudevents.Event) { e.Context.(*cloudevents.EventContextV1).Source.URL.Path = "" }), want: []string{"source", "empty"}},
 		{name: "create without data", event: specData(""), want: []string{"data", "missing", "create_request"}},
 		{name: "create with null data", event: specData("null"), want: []string{"data", "missing"}},
 		{name: "invalid JSON data", event: specData(`{"manifests": [`), want: []string{"data", "invalid JSON", "unexpected end"}},
@@ -197,7 +196,7 @@ func eventID(evt *cloudevents.Event) string {
 	if evt == nil {
 		return ""
 	}
-	if c, ok := evt.Context.(*event.EventContextV1); ok && c != nil {
+	if c, ok := evt.Context.(*cloudevents.EventContextV1); ok && c != nil {
 		return c.ID
 	}
 	return ""

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"strconv"
 
-	"github.com/cloudevents/sdk-go/v2/event"
 	cloudevents "github.com/cloudevents/sdk-go/v2/event"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	kubetypes "k8s.io/apimachinery/pkg/types"
@@ -242,11 +241,11 @@ func (p *payloads) decode(evt *cloudevents.Event) (*workv1.ManifestWork, error) 
 	switch c := evt.Context.(type) {
 	case nil:
 		return nil, newError("decode", "", "", "", errors.New("event has no context"))
-	case *event.EventContextV1:
+	case *cloudevents.EventContextV1:
 		if c == nil {
 			return nil, newError("decode", "", "", "", errors.New("event has no context"))
 		}
-	case *event.EventContextV03:
+	case *cloudevents.EventContextV03:
 		if c == nil {
 			return nil, newError("decode", "", "", "", errors.New("event has no context"))
 		}

@@ -8,7 +8,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/cloudevents/sdk-go/v2/event"
 	cloudevents "github.com/cloudevents/sdk-go/v2/event"
 	cetypes "github.com/cloudevents/sdk-go/v2/types"
 )
@@ -73,7 +72,7 @@ func lookup(evt *cloudevents.Event, name string) (any, bool) {
 	var v any
 	var ok bool
 	switch c := evt.Context.(type) {
-	case *event.EventContextV1:
+	case *cloudevents.EventContextV1:
 		v, ok = c.Extensions[name]
 	case nil:
 	default:

@@ -7,7 +7,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/cloudevents/sdk-go/v2/event"
 	cloudevents "github.com/cloudevents/sdk-go/v2/event"
 	cetypes "github.com/cloudevents/sdk-go/v2/types"
 	"github.com/google/uuid"
@@ -45,7 +44,7 @@ func ToProto(evt *cloudevents.Event) (*CloudEvent, error) {
 	}
 	var exts map[string]any
 	switch c := evt.Context.(type) {
-	case *event.EventContextV1:
+	case *cloudevents.EventContextV1:
 		exts = c.Extensions // read in place: Extensions() copies the map
 	case nil:
 		return nil, errors.New("event has no context")
@@ -114,14 +113,14 @@ func FromProto(pbe *CloudEvent) (*cloudevents.Event, error) {
 		return nil, errors.New("no event")
 	}
 	switch pbe.GetSpecVersion() {
-	case event.CloudEventsVersionV1:
+	case cloudevents.CloudEventsVersionV1:
 	case "":
 		return nil, fmt.Errorf("event %q: no specversion", pbe.GetId())
 	default:
-		return nil, fmt.Errorf("event %q: specversion %q, want %s", pbe.GetId(), pbe.GetSpecVersion(), event.CloudEventsVersionV1)
+		return nil, fmt.Errorf("event %q: specversion %q, want %s", pbe.GetId(), pbe.GetSpecVersion(), cloudevents.CloudEventsVersionV1)
 	}
 	evt := cloudevents.New()
-	ctx := evt.Context.(*event.EventContextV1)
+	ctx := evt.Context.(*cloudevents.EventContextV1)
 	ctx.ID, ctx.Type = pbe.GetId(), pbe.GetType()
 	if s := pbe.GetSource(); s != "" {
 		u, err := url.Parse(s)
@@ -178,7 +177,7 @@ func ocmKey(name string) string {
 }
 
 // setAttribute sets the optional attribute or extension name.
-func setAttribute(ctx *event.EventContextV1, name string, v *CloudEventAttributeValue) error {
+func setAttribute(ctx *cloudevents.EventContextV1, name string, v *CloudEventAttributeValue) error {
 	val, err := attributeFromProto(v)
 	if err != nil || val == nil {
 		return err
