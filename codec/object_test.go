@@ -12,7 +12,7 @@ import (
 
 	"github.com/workwire/sdk-go/codec"
 	"github.com/workwire/sdk-go/generic/types"
-	"github.com/workwire/sdk-go/internal/widget"
+	"github.com/workwire/sdk-go/internal/testsupport/widget"
 )
 
 func widgetCodec(t *testing.T) *codec.ObjectCodec[*widget.Widget] {

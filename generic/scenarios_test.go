@@ -19,7 +19,7 @@ import (
 
 	"github.com/workwire/sdk-go/generic"
 	"github.com/workwire/sdk-go/generic/types"
-	"github.com/workwire/sdk-go/internal/mosquitto"
+	"github.com/workwire/sdk-go/internal/testsupport/mosquitto"
 	"github.com/workwire/sdk-go/options"
 	"github.com/workwire/sdk-go/options/memory"
 	"github.com/workwire/sdk-go/options/mqtt"

@@ -10,7 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 
-	"github.com/workwire/sdk-go/internal/widget"
+	"github.com/workwire/sdk-go/internal/testsupport/widget"
 	"github.com/workwire/sdk-go/options"
 	"github.com/workwire/sdk-go/options/memory"
 	"github.com/workwire/sdk-go/resource"

@@ -17,7 +17,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/workwire/sdk-go/generic"
-	"github.com/workwire/sdk-go/internal/widget"
+	"github.com/workwire/sdk-go/internal/testsupport/widget"
 	"github.com/workwire/sdk-go/options"
 	"github.com/workwire/sdk-go/options/memory"
 	"github.com/workwire/sdk-go/resource"

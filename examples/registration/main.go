@@ -52,7 +52,7 @@ import (
 
 	"github.com/workwire/sdk-go/examples/work-agent/agent"
 	"github.com/workwire/sdk-go/examples/work-agent/fakecluster"
-	"github.com/workwire/sdk-go/internal/kubefake"
+	"github.com/workwire/sdk-go/internal/testsupport/kubefake"
 	"github.com/workwire/sdk-go/options"
 	"github.com/workwire/sdk-go/options/grpc"
 	"github.com/workwire/sdk-go/options/grpc/server"

@@ -9,7 +9,7 @@ import (
 
 	"go.uber.org/goleak"
 
-	"github.com/workwire/sdk-go/internal/kubetest"
+	"github.com/workwire/sdk-go/internal/testsupport/kubetest"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }

@@ -17,7 +17,7 @@ import (
 	"go.uber.org/goleak"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/workwire/sdk-go/internal/pgtest"
+	"github.com/workwire/sdk-go/internal/testsupport/pgtest"
 	"github.com/workwire/sdk-go/work/workstore"
 )
 

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/workwire/sdk-go/internal/testcerts"
+	"github.com/workwire/sdk-go/internal/testsupport/testcerts"
 	"github.com/workwire/sdk-go/options"
 	"github.com/workwire/sdk-go/options/kafka"
 	"github.com/workwire/sdk-go/options/kafka/kafkatest"

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/workwire/sdk-go/internal/testcerts"
+	"github.com/workwire/sdk-go/internal/testsupport/testcerts"
 	"github.com/workwire/sdk-go/options"
 	"github.com/workwire/sdk-go/options/mqtt"
 	"github.com/workwire/sdk-go/options/mqtt/mqtttest"

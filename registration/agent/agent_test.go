@@ -20,9 +20,9 @@ import (
 	addonclient "open-cluster-management.io/api/client/addon/clientset/versioned"
 	clusterclient "open-cluster-management.io/api/client/cluster/clientset/versioned"
 
-	"github.com/workwire/sdk-go/internal/kubefake"
-	"github.com/workwire/sdk-go/internal/kubetest"
-	"github.com/workwire/sdk-go/internal/testcerts"
+	"github.com/workwire/sdk-go/internal/testsupport/kubefake"
+	"github.com/workwire/sdk-go/internal/testsupport/kubetest"
+	"github.com/workwire/sdk-go/internal/testsupport/testcerts"
 	"github.com/workwire/sdk-go/options"
 	"github.com/workwire/sdk-go/options/grpc"
 	"github.com/workwire/sdk-go/options/grpc/grpctest"

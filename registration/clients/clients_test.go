@@ -28,9 +28,9 @@ import (
 	clusterv1 "open-cluster-management.io/api/cluster/v1"
 
 	"github.com/workwire/sdk-go/generic"
-	"github.com/workwire/sdk-go/internal/kubefake"
-	"github.com/workwire/sdk-go/internal/kubetest"
-	"github.com/workwire/sdk-go/internal/testcerts"
+	"github.com/workwire/sdk-go/internal/testsupport/kubefake"
+	"github.com/workwire/sdk-go/internal/testsupport/kubetest"
+	"github.com/workwire/sdk-go/internal/testsupport/testcerts"
 	"github.com/workwire/sdk-go/options/grpc/grpctest"
 	"github.com/workwire/sdk-go/options/grpc/server"
 	"github.com/workwire/sdk-go/registration/clients"

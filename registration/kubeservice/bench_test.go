@@ -16,7 +16,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/workwire/sdk-go/generic/types"
-	"github.com/workwire/sdk-go/internal/kubetest"
+	"github.com/workwire/sdk-go/internal/testsupport/kubetest"
 	"github.com/workwire/sdk-go/options/grpc/grpctest"
 	"github.com/workwire/sdk-go/options/grpc/protocol"
 	"github.com/workwire/sdk-go/options/grpc/server"

@@ -7,7 +7,7 @@ import (
 	certificatesv1 "k8s.io/api/certificates/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
-	"github.com/workwire/sdk-go/internal/testcerts"
+	"github.com/workwire/sdk-go/internal/testsupport/testcerts"
 	"github.com/workwire/sdk-go/options/grpc/server"
 )
 

@@ -33,7 +33,7 @@ import (
 
 	"github.com/workwire/sdk-go/codec"
 	"github.com/workwire/sdk-go/generic/types"
-	"github.com/workwire/sdk-go/internal/kubetest"
+	"github.com/workwire/sdk-go/internal/testsupport/kubetest"
 	"github.com/workwire/sdk-go/options/grpc/grpctest"
 	"github.com/workwire/sdk-go/options/grpc/protocol"
 	"github.com/workwire/sdk-go/options/grpc/server"

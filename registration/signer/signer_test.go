@@ -16,8 +16,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/fake"
 
-	"github.com/workwire/sdk-go/internal/kubetest"
-	"github.com/workwire/sdk-go/internal/testcerts"
+	"github.com/workwire/sdk-go/internal/testsupport/kubetest"
+	"github.com/workwire/sdk-go/internal/testsupport/testcerts"
 	"github.com/workwire/sdk-go/registration/kubeservice"
 	"github.com/workwire/sdk-go/registration/signer"
 )

@@ -31,7 +31,7 @@ import (
 	"github.com/workwire/sdk-go/codec"
 	"github.com/workwire/sdk-go/generic"
 	"github.com/workwire/sdk-go/generic/types"
-	"github.com/workwire/sdk-go/internal/kubetest"
+	"github.com/workwire/sdk-go/internal/testsupport/kubetest"
 	"github.com/workwire/sdk-go/options/grpc"
 	"github.com/workwire/sdk-go/options/grpc/grpctest"
 	"github.com/workwire/sdk-go/options/grpc/server"

@@ -9,7 +9,7 @@ import (
 
 	"go.uber.org/goleak"
 
-	"github.com/workwire/sdk-go/internal/pgtest"
+	"github.com/workwire/sdk-go/internal/testsupport/pgtest"
 	"github.com/workwire/sdk-go/work/pgstore"
 	"github.com/workwire/sdk-go/work/workstore"
 	"github.com/workwire/sdk-go/work/workstore/storetest"

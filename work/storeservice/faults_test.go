@@ -14,7 +14,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/labels"
 
-	"github.com/workwire/sdk-go/internal/pgtest"
+	"github.com/workwire/sdk-go/internal/testsupport/pgtest"
 	"github.com/workwire/sdk-go/work"
 	"github.com/workwire/sdk-go/work/pgstore"
 	"github.com/workwire/sdk-go/work/workstore"

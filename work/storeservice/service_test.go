@@ -19,7 +19,7 @@ import (
 
 	"github.com/workwire/sdk-go/codec"
 	"github.com/workwire/sdk-go/generic"
-	"github.com/workwire/sdk-go/internal/pgtest"
+	"github.com/workwire/sdk-go/internal/testsupport/pgtest"
 	"github.com/workwire/sdk-go/options"
 	"github.com/workwire/sdk-go/options/grpc"
 	"github.com/workwire/sdk-go/options/grpc/grpctest"

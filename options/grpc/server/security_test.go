@@ -18,7 +18,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/workwire/sdk-go/generic/types"
-	"github.com/workwire/sdk-go/internal/testcerts"
+	"github.com/workwire/sdk-go/internal/testsupport/testcerts"
 	"github.com/workwire/sdk-go/options"
 	"github.com/workwire/sdk-go/options/grpc"
 	"github.com/workwire/sdk-go/options/grpc/grpctest"

@@ -11,7 +11,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/workwire/sdk-go/generic/types"
-	"github.com/workwire/sdk-go/internal/kubetest"
+	"github.com/workwire/sdk-go/internal/testsupport/kubetest"
 	"github.com/workwire/sdk-go/options"
 	"github.com/workwire/sdk-go/options/grpc/server"
 	"github.com/workwire/sdk-go/options/grpc/server/kubeauth"
