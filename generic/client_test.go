@@ -499,6 +499,28 @@ func TestPublishReportsEncodeFailures(t *testing.T) {
 	}
 }
 
+// An event a codec builds that is no CloudEvent is refused before the
+// wire, as ErrInvalidEvent (the transport checks it, once), and the agent
+// gets nothing.
+func TestPublishRefusesAnInvalidEvent(t *testing.T) {
+	t.Parallel()
+	b := memory.NewBroker()
+	agent := startAgent(t, b.Transport(), "c1", newStore())
+	c, err := generic.NewSourceClient[*widget](src, b.Transport(), newStore(), hashWidget, []generic.Codec[*widget]{idlessCodec{}},
+		generic.WithErrorHandler(quiet), generic.WithLogger(testLogger()), generic.WithResyncInterval(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	startClient(t, c.Start, c.Close)
+	w := newWidget(src, "c1", "a", "s", 1)
+	if err := c.Publish(context.Background(), specCreate, w); !errors.Is(err, options.ErrInvalidEvent) {
+		t.Errorf("Publish of an event without an ID: %v, want ErrInvalidEvent", err)
+	}
+	if n := agent.calls(string(w.UID)); n != 0 {
+		t.Errorf("the agent handled it %d times", n)
+	}
+}
+
 // A source that holds no status at all sends an empty status resync
 // request, which asks for every status, rather than an entry per object to
 // every agent; one that holds some sends every entry, NoStatus included,

@@ -577,13 +577,11 @@ func (c *core[T]) sendAnswer(ctx context.Context, route options.Route, et types.
 	return err
 }
 
-// publish is Publish's common path: rate limit, then send.
+// publish is Publish's common path: rate limit, then send. The transport
+// checks the event (options.CheckEvent), once.
 func (c *core[T]) publish(ctx context.Context, route options.Route, et types.EventType, evt *cloudevents.Event) error {
 	if err := c.checkStarted(); err != nil {
 		return err
-	}
-	if err := evt.Validate(); err != nil {
-		return fmt.Errorf("publish %s: invalid event: %w", et, err)
 	}
 	if c.limiter != nil {
 		if err := c.limiter.Wait(ctx); err != nil {

@@ -186,3 +186,14 @@ type refusingCodec struct{ widgetCodec }
 func (refusingCodec) Encode(string, types.EventType, *widget) (*cloudevents.Event, error) {
 	return nil, errors.New("the codec's own reason")
 }
+
+// idlessCodec encodes events without an ID: not CloudEvents.
+type idlessCodec struct{ widgetCodec }
+
+func (c idlessCodec) Encode(source string, t types.EventType, w *widget) (*cloudevents.Event, error) {
+	evt, err := c.widgetCodec.Encode(source, t, w)
+	if err == nil {
+		evt.SetID("")
+	}
+	return evt, err
+}
