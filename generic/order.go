@@ -17,14 +17,18 @@ type StatusOrder struct {
 	HasSequence bool
 }
 
-// Before reports whether o is older than p: an earlier version, or the
-// same version and an earlier sequence. Without both sequences, statuses of
-// one version are not ordered, and Before is false.
-func (o StatusOrder) Before(p StatusOrder) bool {
-	if o.Version != p.Version {
-		return o.Version < p.Version
+// Replaces reports whether a status of order o replaces one of order last,
+// the newest its source kept: the one rule of which status wins, for the
+// source clients and the broker's Services and stores alike. A status of a
+// newer version replaces; of an older one never. Within one version, a
+// later sequence replaces and an equal or earlier one (a redelivery, or a
+// status overtaken) does not; without both sequences, statuses of one
+// version are not ordered, and the one that arrives replaces.
+func (o StatusOrder) Replaces(last StatusOrder) bool {
+	if o.Version != last.Version {
+		return o.Version > last.Version
 	}
-	return o.HasSequence && p.HasSequence && o.Sequence < p.Sequence
+	return !o.HasSequence || !last.HasSequence || o.Sequence > last.Sequence
 }
 
 type statusOrderKey struct{}

@@ -45,7 +45,7 @@ func NewSourceClient[T Object](sourceID string, tr options.Transport, lister Lis
 	if err != nil {
 		return nil, err
 	}
-	s := &SourceClient[T]{c: c, cfg: cfg, order: statusOrder{m: make(map[string]map[string]orderMark)}}
+	s := &SourceClient[T]{c: c, cfg: cfg, order: statusOrder{m: make(map[string]map[string]StatusOrder)}}
 	c.logic = s
 	c.subs = options.SourceSubscriptions(sourceID, c.codecs.dataTypeNames())
 	return s, nil
@@ -169,7 +169,8 @@ func (s *SourceClient[T]) classify(d *options.Delivery, et types.EventType) (*ta
 
 func (s *SourceClient[T]) handleEvent(ctx context.Context, t *task) error {
 	cluster := t.route.Cluster
-	if s.order.stale(cluster, t.resourceID, t.version, t.seq, t.hasSeq) {
+	order := StatusOrder{Version: t.version, Sequence: t.seq, HasSequence: t.hasSeq}
+	if s.order.stale(cluster, t.resourceID, order) {
 		return &dropError{reason: DropOutOfOrder, err: fmt.Errorf("status of %s (version %d, sequence %d) from %s arrived after a newer one", t.resourceID, t.version, t.seq, cluster)}
 	}
 	codec, err := s.c.codecs.get(t.et.DataType)
@@ -180,11 +181,11 @@ func (s *SourceClient[T]) handleEvent(ctx context.Context, t *task) error {
 	if err != nil {
 		return &dropError{reason: DropDecode, err: &DecodeError{EventID: t.evt.ID(), EventType: t.evt.Type(), Err: err}}
 	}
-	ctx = withStatusOrder(ctx, StatusOrder{Version: t.version, Sequence: t.seq, HasSequence: t.hasSeq})
+	ctx = withStatusOrder(ctx, order)
 	if err := s.c.callHandlers(ctx, t.et, obj); err != nil {
 		return err
 	}
-	s.order.record(cluster, t.resourceID, t.version, t.seq, t.hasSeq)
+	s.order.record(cluster, t.resourceID, order)
 	return nil
 }
 
@@ -389,37 +390,27 @@ func (s *SourceClient[T]) requestResync(ctx context.Context, dt types.DataType) 
 // resourceversion always wins; within one version the sequenceid decides.
 type statusOrder struct {
 	mu sync.Mutex
-	m  map[string]map[string]orderMark
+	m  map[string]map[string]StatusOrder
 }
 
-type orderMark struct {
-	version int64
-	seq     uint64
-	hasSeq  bool
-}
-
-func (o *statusOrder) stale(cluster, id string, version int64, seq uint64, hasSeq bool) bool {
+// stale reports whether a status of order o does not replace the last one
+// handled (StatusOrder.Replaces).
+func (o *statusOrder) stale(cluster, id string, order StatusOrder) bool {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	last, ok := o.m[cluster][id]
-	if !ok {
-		return false
-	}
-	if version != last.version {
-		return version < last.version
-	}
-	return hasSeq && last.hasSeq && seq <= last.seq
+	return ok && !order.Replaces(last)
 }
 
-func (o *statusOrder) record(cluster, id string, version int64, seq uint64, hasSeq bool) {
+func (o *statusOrder) record(cluster, id string, order StatusOrder) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	byID := o.m[cluster]
 	if byID == nil {
-		byID = make(map[string]orderMark)
+		byID = make(map[string]StatusOrder)
 		o.m[cluster] = byID
 	}
-	byID[id] = orderMark{version: version, seq: seq, hasSeq: hasSeq}
+	byID[id] = order
 }
 
 // resync forgets the marks of a cluster whose agent resynced at sequence
@@ -437,7 +428,7 @@ func (o *statusOrder) resync(cluster string, seq uint64, hasSeq bool) {
 		return
 	}
 	for id, m := range o.m[cluster] {
-		if m.hasSeq && m.seq >= seq {
+		if m.HasSequence && m.Sequence >= seq {
 			delete(o.m[cluster], id)
 		}
 	}

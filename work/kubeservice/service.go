@@ -26,6 +26,7 @@ import (
 	workv1 "open-cluster-management.io/api/work/v1"
 
 	"github.com/workwire/sdk-go/codec"
+	"github.com/workwire/sdk-go/generic"
 	"github.com/workwire/sdk-go/generic/types"
 	"github.com/workwire/sdk-go/options/grpc/server"
 )
@@ -251,9 +252,10 @@ func (s *Service) HandleStatusUpdate(ctx context.Context, evt *cloudevents.Event
 	if err != nil {
 		return status.Errorf(codes.InvalidArgument, "status event %s: %v", evt.ID(), err)
 	}
+	order := generic.StatusOrder{Version: reported.Generation, Sequence: seq, HasSequence: hasSeq}
 	mark := s.marks.lock(reported.UID)
 	defer mark.mu.Unlock()
-	if mark.newer(reported.Generation, seq, hasSeq) {
+	if mark.stale(order) {
 		return nil // out of order: a newer status went through
 	}
 	cur, err := s.byUID(reported.UID)
@@ -274,7 +276,7 @@ func (s *Service) HandleStatusUpdate(ctx context.Context, evt *cloudevents.Event
 	if err != nil {
 		return fmt.Errorf("status of work %s/%s: %w", cur.Namespace, cur.Name, err)
 	}
-	mark.record(reported.Generation, seq, hasSeq)
+	mark.record(order)
 	return nil
 }
 
@@ -415,9 +417,7 @@ type statusMarks struct {
 type statusMark struct {
 	mu      sync.Mutex // held while a status of the work is handled
 	written bool
-	version int64
-	seq     uint64
-	hasSeq  bool
+	last    generic.StatusOrder
 }
 
 // lock returns uid's mark, locked.
@@ -439,14 +439,8 @@ func (m *statusMarks) forget(uid kubetypes.UID) {
 	delete(m.m, uid)
 }
 
-// newer reports whether a status newer than (version, seq) was written.
-func (k *statusMark) newer(version int64, seq uint64, hasSeq bool) bool {
-	if !k.written || version != k.version {
-		return k.written && version < k.version
-	}
-	return hasSeq && k.hasSeq && seq <= k.seq
-}
+// stale reports whether a status of order o does not replace the last one
+// written (generic.StatusOrder.Replaces).
+func (k *statusMark) stale(o generic.StatusOrder) bool { return k.written && !o.Replaces(k.last) }
 
-func (k *statusMark) record(version int64, seq uint64, hasSeq bool) {
-	k.written, k.version, k.seq, k.hasSeq = true, version, seq, hasSeq
-}
+func (k *statusMark) record(o generic.StatusOrder) { k.written, k.last = true, o }

@@ -255,12 +255,17 @@ func (s *Store) ApplyStatus(ctx context.Context, uid string, order generic.Statu
 	if err != nil {
 		return false, err
 	}
-	seq := int64(order.Sequence & (1<<63 - 1)) // a snowflake ID has 63 bits
-	// Newer: a later generation, or the same and (with a sequence) a later
-	// sequence; without one, the same generation over the same or older.
+	// generic.StatusOrder.Replaces in SQL (storetest checks the two agree):
+	// a later generation, or the same and, unless either has no sequence,
+	// a later sequence. A status without one is stored with sequence -1; a
+	// snowflake ID has 63 bits.
+	seq := int64(-1)
+	if order.HasSequence {
+		seq = int64(order.Sequence & (1<<63 - 1))
+	}
 	tag, err := s.pool.Exec(ctx, `UPDATE workwire_works SET status = $2, status_generation = $3, status_sequence = $4
-		WHERE uid = $1 AND (status_generation < $3 OR status_generation = $3 AND (NOT $5 OR status_sequence < $4))`,
-		id, data, order.Version, seq, order.HasSequence)
+		WHERE uid = $1 AND (status_generation < $3 OR status_generation = $3 AND ($4 < 0 OR status_sequence < 0 OR status_sequence < $4))`,
+		id, data, order.Version, seq)
 	if err != nil {
 		return false, err
 	}

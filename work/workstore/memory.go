@@ -32,9 +32,8 @@ type Memory struct {
 }
 
 type memRow struct {
-	w         *workv1.ManifestWork // never changed in place
-	statusGen int64
-	statusSeq int64
+	w      *workv1.ManifestWork // never changed in place
+	status generic.StatusOrder  // of the status it holds
 }
 
 // NewMemory returns an empty Memory.
@@ -197,14 +196,13 @@ func (m *Memory) ApplyStatus(_ context.Context, uid string, order generic.Status
 		m.notify(Deleted, r.w)
 		return true, nil
 	}
-	seq := int64(order.Sequence & (1<<63 - 1))
-	if !(r.statusGen < order.Version || r.statusGen == order.Version && (!order.HasSequence || r.statusSeq < seq)) {
+	if !order.Replaces(r.status) {
 		return false, nil
 	}
 	next := r.w.DeepCopy()
 	next.Status = *status.DeepCopy()
 	next.ResourceVersion = m.nextRevision()
-	r.w, r.statusGen, r.statusSeq = next, order.Version, seq
+	r.w, r.status = next, order
 	m.notify(StatusChanged, next)
 	return true, nil
 }

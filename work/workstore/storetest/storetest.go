@@ -186,8 +186,8 @@ func writes(t *testing.T, s workstore.Store) {
 	}
 }
 
-// A status is kept only over an older one: a redelivered or reordered
-// status changes nothing.
+// A status is kept only where generic.StatusOrder.Replaces says: over an
+// older one; a redelivered or reordered status changes nothing.
 func statuses(t *testing.T, s workstore.Store) {
 	ctx := context.Background()
 	w, err := s.Create(ctx, NewWork("cluster1", "w1", nil, "1"))
@@ -200,6 +200,8 @@ func statuses(t *testing.T, s workstore.Store) {
 	seq := func(version int64, sequence uint64) generic.StatusOrder {
 		return generic.StatusOrder{Version: version, Sequence: sequence, HasSequence: true}
 	}
+	var last generic.StatusOrder // of a work with no status yet
+	var lastReason string
 	for i, step := range []struct {
 		order  generic.StatusOrder
 		reason string
@@ -213,18 +215,29 @@ func statuses(t *testing.T, s workstore.Store) {
 		{seq(2, 1), "newer-generation", true},
 		{generic.StatusOrder{Version: 2}, "no-sequence-same-generation", true},
 		{generic.StatusOrder{Version: 1}, "no-sequence-older-generation", false},
+		{seq(2, 3), "sequence-after-none", true},
+		{seq(2, 2), "older-sequence-again", false},
+		{seq(2, 0), "sequence-zero", false},
+		{seq(3, 0), "newer-generation-sequence-zero", true},
 	} {
+		// The store keeps what the one rule says it keeps.
+		if rule := step.order.Replaces(last); rule != step.kept {
+			t.Fatalf("step %d (%s): generic.StatusOrder.Replaces says %v; the table %v", i, step.reason, rule, step.kept)
+		}
 		kept, err := s.ApplyStatus(ctx, string(w.UID), step.order, status(step.reason))
 		if err != nil || kept != step.kept {
 			t.Errorf("step %d (%s): kept %v, %v; want %v", i, step.reason, kept, err, step.kept)
+		}
+		if kept {
+			last, lastReason = step.order, step.reason
 		}
 	}
 	got, err := s.Get(ctx, "cluster1", "w1")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c := meta.FindStatusCondition(got.Status.Conditions, workv1.WorkApplied); c == nil || c.Reason != "no-sequence-same-generation" {
-		t.Errorf("stored status: %+v", got.Status)
+	if c := meta.FindStatusCondition(got.Status.Conditions, workv1.WorkApplied); c == nil || c.Reason != lastReason {
+		t.Errorf("stored status: %+v, want the last kept, %s", got.Status, lastReason)
 	}
 	if kept, err := s.ApplyStatus(ctx, "not-a-uid", seq(9, 9), status("x")); kept || err != nil {
 		t.Errorf("a status of no work: %v, %v", kept, err)
