@@ -87,6 +87,7 @@ type config struct {
 }
 
 func run(ctx context.Context, args []string, out io.Writer) error {
+	out = &lockedWriter{w: out} // the agents' goroutines report to it too
 	fs := flag.NewFlagSet("rest-source", flag.ContinueOnError)
 	var cfg config
 	fs.StringVar(&cfg.database, "database", "", "PostgreSQL URL, postgres://user@host:5432/db (default: an in-process database)")
@@ -121,6 +122,18 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	demoCtx, stop := context.WithTimeout(ctx, cfg.timeout)
 	defer stop()
 	return demo(demoCtx, svc.base, out)
+}
+
+// lockedWriter writes to w one Write at a time.
+type lockedWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
 }
 
 // service is the running service: its database, what delivers works to

@@ -264,7 +264,7 @@ func (s *Store) ApplyStatus(ctx context.Context, uid string, order generic.Statu
 		seq = int64(order.Sequence & (1<<63 - 1))
 	}
 	tag, err := s.pool.Exec(ctx, `UPDATE workwire_works SET status = $2, status_generation = $3, status_sequence = $4
-		WHERE uid = $1 AND (status_generation < $3 OR status_generation = $3 AND ($4 < 0 OR status_sequence < 0 OR status_sequence < $4))`,
+		WHERE uid = $1 AND (status_generation < $3 OR status_generation = $3 AND ($4::bigint < 0 OR status_sequence < 0 OR status_sequence < $4::bigint))`,
 		id, data, order.Version, seq)
 	if err != nil {
 		return false, err

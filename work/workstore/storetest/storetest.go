@@ -219,6 +219,8 @@ func statuses(t *testing.T, s workstore.Store) {
 		{seq(2, 2), "older-sequence-again", false},
 		{seq(2, 0), "sequence-zero", false},
 		{seq(3, 0), "newer-generation-sequence-zero", true},
+		{seq(3, 1992000000000000001), "a-snowflake", true}, // as agents send them: 63 bits
+		{seq(3, 1992000000000000000), "an-older-snowflake", false},
 	} {
 		// The store keeps what the one rule says it keeps.
 		if rule := step.order.Replaces(last); rule != step.kept {
@@ -228,7 +230,7 @@ func statuses(t *testing.T, s workstore.Store) {
 		if err != nil || kept != step.kept {
 			t.Errorf("step %d (%s): kept %v, %v; want %v", i, step.reason, kept, err, step.kept)
 		}
-		if kept {
+		if step.kept {
 			last, lastReason = step.order, step.reason
 		}
 	}
