@@ -127,6 +127,9 @@ func (s *SourceClient[T]) classify(d *options.Delivery, et types.EventType) (*ta
 	if cluster == "" {
 		return nil, DropMalformed, errors.New("no clustername extension, and the transport did not name the cluster")
 	}
+	// The event names the cluster the transport saw, so the object the
+	// codec decodes is of that cluster, whatever else the event claims.
+	evt.SetExtension(types.ExtClusterName, cluster)
 	switch {
 	case et.SubResource == types.SubResourceStatus && et.Action != types.ResyncRequest:
 		id, err := types.RequiredString(evt, types.ExtResourceID)

@@ -16,6 +16,10 @@ import (
 	"k8s.io/utils/ptr"
 	workv1 "open-cluster-management.io/api/work/v1"
 
+	"github.com/workwire/sdk-go/codec"
+	"github.com/workwire/sdk-go/generic"
+	"github.com/workwire/sdk-go/generic/types"
+	"github.com/workwire/sdk-go/options"
 	"github.com/workwire/sdk-go/options/memory"
 )
 
@@ -375,3 +379,67 @@ func (l clientLister) Get(name string) (*workv1.ManifestWork, error) {
 }
 
 func works2lister(c getter) workLister { return clientLister{c} }
+
+// nopReceiver receives nothing: a raw transport that only sends.
+type nopReceiver struct{}
+
+func (nopReceiver) Deliver(d *options.Delivery) { d.Done() }
+func (nopReceiver) Malformed(error)             {}
+func (nopReceiver) Connected()                  {}
+
+// A status names its work by UID; only the work's own cluster reports on
+// it. One from another cluster — naming it by clustername, or claiming the
+// work's cluster in its metadata where the transport saw another — changes
+// nothing; one whose cluster only the transport names (an MQTT topic) is
+// its cluster's. (One worker: the hub handles the statuses in the order
+// sent.)
+func TestHubTakesAStatusOnlyFromTheWorksCluster(t *testing.T) {
+	t.Parallel()
+	b := memory.NewBroker()
+	hub := startHolder(t, hubBuilder(memoryTransport(b), "hub1").WithSourceOptions(generic.WithWorkers(1)))
+	ctx := context.Background()
+	x, err := hub.WorkInterface().WorkV1().ManifestWorks("cluster1").Create(ctx, newWork("x", "1", nil), metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	y, err := hub.WorkInterface().WorkV1().ManifestWorks("cluster2").Create(ctx, newWork("y", "1", nil), metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw := b.Transport()
+	if err := raw.Start(ctx, nil, nopReceiver{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = raw.Close(context.Background()) })
+	report := func(w *workv1.ManifestWork, namespace, reason string, clusterName bool) {
+		t.Helper()
+		w = w.DeepCopy()
+		w.Namespace = namespace
+		w.Annotations = map[string]string{codec.OriginalSourceAnnotation: "hub1"}
+		meta.SetStatusCondition(&w.Status.Conditions, metav1.Condition{Type: workv1.WorkApplied, Status: metav1.ConditionTrue, Reason: reason, ObservedGeneration: 1})
+		evt, err := codec.NewManifestBundleCodec().Encode("cluster2-agent", types.EventType{DataType: codec.ManifestBundlesDataType, SubResource: types.SubResourceStatus, Action: types.UpdateRequest}, w)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !clusterName {
+			evt.SetExtension(types.ExtClusterName, nil)
+		}
+		if err := raw.Send(ctx, options.Route{Role: options.RoleStatus, Source: "hub1", Cluster: "cluster2"}, evt); err != nil {
+			t.Fatal(err)
+		}
+	}
+	report(x, "cluster2", "FromCluster2", true)
+	report(x, "cluster1", "ClaimsCluster1", false)
+	report(y, "cluster2", "Own", false) // the cluster only the transport names, as an MQTT topic does
+	eventually(t, "cluster2's status of its own work", func() bool {
+		got, err := hub.WorkInterface().WorkV1().ManifestWorks("cluster2").Get(ctx, "y", metav1.GetOptions{})
+		return err == nil && meta.IsStatusConditionTrue(got.Status.Conditions, workv1.WorkApplied)
+	})
+	got, err := hub.WorkInterface().WorkV1().ManifestWorks("cluster1").Get(ctx, "x", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got.Status.Conditions) != 0 {
+		t.Errorf("cluster1's work took cluster2's status: %+v", got.Status.Conditions)
+	}
+}

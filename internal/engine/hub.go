@@ -320,6 +320,13 @@ func (h *hub[T]) onStatus(_ context.Context, _ types.EventType, status T) error 
 		h.log.V(4).Info("status of an object this source does not hold", "uid", status.GetUID(), "cluster", status.GetNamespace())
 		return nil
 	}
+	if cur.GetNamespace() != status.GetNamespace() {
+		// A status names its object by UID alone; only the object's own
+		// cluster (the namespace the transport's route gave the status)
+		// reports on it.
+		h.log.Info("a status from another cluster than its object's; dropped", "uid", status.GetUID(), "cluster", status.GetNamespace(), "objectCluster", cur.GetNamespace())
+		return nil
+	}
 	deleted := h.kind.Deleted != nil && h.kind.Deleted(status)
 	h.mu.Lock()
 	h.reports[status.GetUID()] = h.reports[status.GetUID()] || deleted
