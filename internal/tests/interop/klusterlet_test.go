@@ -73,7 +73,7 @@ func TestOCMKlusterletJoinsAWorkwireHub(t *testing.T) {
 	ca := testcerts.NewCA(t)
 	const validity = time.Minute
 	h, err := registrationhub.New(registrationhub.Config{Kube: kube, Cluster: clusters, AddOn: addons, CACert: ca.CertPEM, CAKey: ca.KeyPEM(t),
-		Signer: signer.Options{Validity: validity, AutoApprove: []string{"system:bootstrap:" + cluster}, ApproveRenewals: true}})
+		Signer: signer.Options{Validity: validity, ApproveRenewals: true}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -107,11 +107,21 @@ func TestOCMKlusterletJoinsAWorkwireHub(t *testing.T) {
 	started := time.Now()
 
 	// Joining: the cluster and its CSR of the gRPC signer, created for the
-	// bootstrap identity the server verified; the CSR approved and signed.
+	// bootstrap identity the server verified; the CSR approved once the
+	// cluster exists, as OCM's hub approves it, and signed. (An approval
+	// before the cluster is created can end OCM's bootstrap while its
+	// create is in flight: the klusterlet cancels it and tries again only
+	// after an hour or two.)
 	waitFor(t, "the ManagedCluster", time.Minute, procs, func() bool {
 		_, err := clusters.ClusterV1().ManagedClusters().Get(ctx, cluster, metav1.GetOptions{})
 		return err == nil
 	})
+	var pending *certificatesv1.CertificateSigningRequest
+	waitFor(t, "the agent's CSR", time.Minute, procs, func() bool {
+		pending = clusterCSR(t, kube, cluster, func(c *certificatesv1.CertificateSigningRequest) bool { return c.Labels[kubeservice.AddOnNameLabel] == "" })
+		return pending != nil
+	})
+	approve(t, kube, pending)
 	var joinCSR *certificatesv1.CertificateSigningRequest
 	waitFor(t, "the agent's CSR signed", time.Minute, procs, func() bool {
 		joinCSR = clusterCSR(t, kube, cluster, func(c *certificatesv1.CertificateSigningRequest) bool { return len(c.Status.Certificate) > 0 })
@@ -302,18 +312,25 @@ func registerAddOn(t *testing.T, addons addonclient.Interface, cluster, name str
 	}
 }
 
+// approve approves a CSR, as the hub's approver would, and returns it.
+func approve(t *testing.T, kube kubernetes.Interface, csr *certificatesv1.CertificateSigningRequest) *certificatesv1.CertificateSigningRequest {
+	t.Helper()
+	csr = csr.DeepCopy()
+	csr.Status.Conditions = append(csr.Status.Conditions, certificatesv1.CertificateSigningRequestCondition{
+		Type: certificatesv1.CertificateApproved, Status: corev1.ConditionTrue, Reason: "ApprovedByTheTest", Message: "approved by the test"})
+	csr, err := kube.CertificatesV1().CertificateSigningRequests().UpdateApproval(context.Background(), csr.Name, csr, metav1.UpdateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return csr
+}
+
 // signAsAddOnSigner approves an add-on's CSR and issues its certificate,
 // as the controller of the add-on's signer would.
 func signAsAddOnSigner(t *testing.T, kube kubernetes.Interface, ca *testcerts.CA, csr *certificatesv1.CertificateSigningRequest) {
 	t.Helper()
 	ctx := context.Background()
-	csr = csr.DeepCopy()
-	csr.Status.Conditions = append(csr.Status.Conditions, certificatesv1.CertificateSigningRequestCondition{
-		Type: certificatesv1.CertificateApproved, Status: corev1.ConditionTrue, Reason: "AddOnSigner", Message: "approved by the test"})
-	csr, err := kube.CertificatesV1().CertificateSigningRequests().UpdateApproval(ctx, csr.Name, csr, metav1.UpdateOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	csr = approve(t, kube, csr)
 	block, _ := pem.Decode(csr.Spec.Request)
 	req, err := x509.ParseCertificateRequest(block.Bytes)
 	if err != nil {
@@ -340,7 +357,9 @@ func readyServiceAccount(t *testing.T, kube kubernetes.Interface, addons addoncl
 	t.Helper()
 	ctx := context.Background()
 	addonsOf := addons.AddonV1alpha1().ManagedClusterAddOns(cluster)
-	deadline := time.Now().Add(time.Minute)
+	// The agent's add-on controller retries a refused status patch (a
+	// Conflict with the hub's newer add-on) with a growing backoff.
+	deadline := time.Now().Add(3 * time.Minute)
 	for {
 		a, err := addonsOf.Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
@@ -350,7 +369,7 @@ func readyServiceAccount(t *testing.T, kube kubernetes.Interface, addons addoncl
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("add-on %s: kubeClientDriver %q, want the agent to choose \"token\"", name, a.Status.KubeClientDriver)
+			t.Fatalf("add-on %s: kubeClientDriver %q, want the agent to choose \"token\"; its status: %+v", name, a.Status.KubeClientDriver, a.Status)
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
