@@ -118,7 +118,9 @@ func TestOCMKlusterletJoinsAWorkwireHub(t *testing.T) {
 	})
 	var pending *certificatesv1.CertificateSigningRequest
 	waitFor(t, "the agent's CSR", time.Minute, procs, func() bool {
-		pending = clusterCSR(t, kube, cluster, func(c *certificatesv1.CertificateSigningRequest) bool { return c.Labels[kubeservice.AddOnNameLabel] == "" })
+		pending = clusterCSR(t, kube, cluster, func(c *certificatesv1.CertificateSigningRequest) bool {
+			return c.Labels[kubeservice.AddOnNameLabel] == ""
+		})
 		return pending != nil
 	})
 	approve(t, kube, pending)
