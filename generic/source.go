@@ -117,19 +117,24 @@ func (s *SourceClient[T]) classify(d *options.Delivery, et types.EventType) (*ta
 		return nil, DropUnknownDataType, err
 	}
 	cluster := d.Route.Cluster
-	if ext, ok, err := types.StringExtension(evt, types.ExtClusterName); err != nil {
+	ext, hasExt, err := types.StringExtension(evt, types.ExtClusterName)
+	switch {
+	case err != nil:
 		return nil, DropMalformed, err
-	} else if ok && cluster != "" && ext != cluster {
+	case hasExt && cluster != "" && ext != cluster:
 		return nil, DropForeign, fmt.Errorf("clustername %q differs from the cluster %q the transport saw", ext, cluster)
-	} else if cluster == "" {
+	case cluster == "":
 		cluster = ext
 	}
 	if cluster == "" {
 		return nil, DropMalformed, errors.New("no clustername extension, and the transport did not name the cluster")
 	}
-	// The event names the cluster the transport saw, so the object the
-	// codec decodes is of that cluster, whatever else the event claims.
-	evt.SetExtension(types.ExtClusterName, cluster)
+	if !hasExt {
+		// The event names the cluster the transport saw (an MQTT topic's),
+		// so the object the codec decodes is of that cluster, whatever
+		// else the event claims.
+		evt.SetExtension(types.ExtClusterName, cluster)
+	}
 	switch {
 	case et.SubResource == types.SubResourceStatus && et.Action != types.ResyncRequest:
 		id, err := types.RequiredString(evt, types.ExtResourceID)
