@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -289,7 +290,13 @@ func testLifecycleThroughTheGRPCServer(t *testing.T, hub *testHub) {
 	})
 
 	// Deletion: marked, sent, cleaned up by the agent (no finalizer of its
-	// own here, so its holder reports Deleted at once), then gone.
+	// own here, so its holder reports Deleted at once), then gone. Run puts
+	// its finalizer on the work in the background: wait for it, or a
+	// delete before it leaves at once.
+	eventually(t, "the service's finalizer on the work", func() bool {
+		w, ok := hubWork(t, hub, "web")
+		return ok && slices.Contains(w.Finalizers, kubeservice.Finalizer)
+	})
 	if err := hub.WorkV1().ManifestWorks("cluster1").Delete(ctx, "web", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
