@@ -50,7 +50,7 @@ func benchDecode(b *testing.B, c generic.Codec[*workv1.ManifestWork], sub types.
 	b.ReportAllocs()
 	b.ResetTimer()
 	for b.Loop() {
-		if _, err := c.Decode(evt); err != nil {
+		if _, err := generic.Decode(c, evt); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -99,7 +99,7 @@ func BenchmarkManifestBundleDecodeSpecMQTT(b *testing.B) {
 	evt = viaStrings(b, evt)
 	b.ReportAllocs()
 	for b.Loop() {
-		if _, err := c.Decode(evt); err != nil {
+		if _, err := generic.Decode(c, evt); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -234,7 +234,7 @@ func (p *payloads) encodeEvent(source string, t types.EventType, work *workv1.Ma
 }
 
 // decode returns the work evt carries; p reads the data.
-func (p *payloads) decode(evt *cloudevents.Event) (*workv1.ManifestWork, error) {
+func (p *payloads) decode(h types.Header, evt *cloudevents.Event) (*workv1.ManifestWork, error) {
 	if evt == nil {
 		return nil, newError("decode", "", "", "", errors.New("event is nil"))
 	}
@@ -250,19 +250,18 @@ func (p *payloads) decode(evt *cloudevents.Event) (*workv1.ManifestWork, error) 
 			return nil, newError("decode", "", "", "", errors.New("event has no context"))
 		}
 	}
-	work, err := p.decodeEvent(evt)
+	work, err := p.decodeEvent(h, evt)
 	if err != nil {
 		return nil, newError("decode", evt.Type(), evt.ID(), "", err)
 	}
 	return work, nil
 }
 
-func (p *payloads) decodeEvent(evt *cloudevents.Event) (*workv1.ManifestWork, error) {
-	h, err := readHeader(evt, p.dataType)
+func (p *payloads) decodeEvent(h types.Header, evt *cloudevents.Event) (*workv1.ManifestWork, error) {
+	t, id, cluster, err := identity(h, evt, p.dataType)
 	if err != nil {
 		return nil, err
 	}
-	t, id, cluster := h.t, h.id, h.cluster
 	work := &workv1.ManifestWork{
 		TypeMeta:   metav1.TypeMeta{Kind: workKind, APIVersion: workAPIVersion},
 		ObjectMeta: metav1.ObjectMeta{UID: kubetypes.UID(id), Namespace: cluster},
@@ -273,10 +272,7 @@ func (p *payloads) decodeEvent(evt *cloudevents.Event) (*workv1.ManifestWork, er
 	}
 
 	if t.SubResource == types.SubResourceStatus {
-		version, _, err := types.Int64Extension(evt, types.ExtResourceVersion)
-		if err != nil {
-			return nil, err
-		}
+		version := h.Version
 		if version < 0 {
 			return nil, atField("extension \"resourceversion\"", fmt.Errorf("%d is negative", version))
 		}
@@ -291,10 +287,10 @@ func (p *payloads) decodeEvent(evt *cloudevents.Event) (*workv1.ManifestWork, er
 	}
 
 	// Spec event, on an agent.
-	version, err := types.RequiredInt64(evt, types.ExtResourceVersion)
-	if err != nil {
-		return nil, err
+	if !h.HasVersion {
+		return nil, types.Missing(evt, types.ExtResourceVersion)
 	}
+	version := h.Version
 	if version < 0 {
 		return nil, atField("extension \"resourceversion\"", fmt.Errorf("%d is negative", version))
 	}
@@ -316,9 +312,7 @@ func (p *payloads) decodeEvent(evt *cloudevents.Event) (*workv1.ManifestWork, er
 		work.Name = id
 	}
 	work.Annotations = withSource(work.Annotations, source)
-	if work.DeletionTimestamp, err = deletionTimestamp(evt, t, work.DeletionTimestamp); err != nil {
-		return nil, err
-	}
+	work.DeletionTimestamp = deletionTimestamp(h, evt, work.DeletionTimestamp)
 
 	if len(data) == 0 {
 		// A work being deleted needs no manifests: delete_requests and OCM

@@ -20,9 +20,15 @@
 //
 //	side    calls                                  event
 //	source  Encode(sourceID, spec type, work)      spec: create_request, update_request, delete_request
-//	agent   Decode(spec event)                     -> the work to apply
+//	agent   Decode(header, spec event)             -> the work to apply
 //	agent   Encode(agentID, status type, work)     status: update_request
-//	source  Decode(status event)                   -> the work's identity and status
+//	source  Decode(header, status event)           -> the work's identity and status
+//
+// The clients parse an event's header (types.ParseHeader: its type and the
+// extensions that identify and route the work) once, as it arrives, and hand
+// it to Decode with the event, whose data and metadata extension are the
+// codec's; code holding an event of its own calls generic.Decode, which
+// parses the header first.
 //
 // Resync requests (resync_request) carry no work: the clients handle them,
 // and the codecs refuse them.
@@ -39,12 +45,17 @@
 // a decimal string, since the MQTT binding delivers every extension as a
 // string, and treats clustername and metadata as optional.
 //
-// OriginalSourceAnnotation links the two directions on the agent: Decode of
-// a spec event records the event's source in it, and Encode of a status event
-// reads it to address the status (the originalsource extension) to that
-// source. Encode fails with ErrNoOriginalSource for a work without it.
+// OriginalSourceAnnotation links the two directions on the agent, as OCM's
+// peers link them: Decode of a spec event records the event's source in it,
+// and Encode of a status event reads it to address the status (the
+// originalsource extension) to that source. Encode fails with
+// ErrNoOriginalSource for a work without it. The agent client routes a
+// status by what it knows of the work's source, not by the annotation,
+// which it falls back on only for a work no source has sent it since it
+// started.
 //
 // The codecs are stateless and goroutine-safe. Decode never panics on any
 // input; every error is an *Error naming the event (type and id), the work,
-// and the field at fault. StatusHash is the status hash for status resync.
+// and the field at fault (a header that cannot be parsed is the parser's
+// error: generic.Decode returns it as a *generic.DecodeError). StatusHash is the status hash for status resync.
 package codec

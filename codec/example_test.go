@@ -8,6 +8,7 @@ import (
 	workv1 "open-cluster-management.io/api/work/v1"
 
 	"github.com/workwire/sdk-go/codec"
+	"github.com/workwire/sdk-go/generic"
 	"github.com/workwire/sdk-go/generic/types"
 )
 
@@ -31,7 +32,7 @@ func ExampleNewManifestBundleCodec() {
 	fmt.Println(evt.Type())
 
 	// Agent side.
-	got, err := c.Decode(evt)
+	got, err := generic.Decode(c, evt)
 	if err != nil {
 		panic(err)
 	}
@@ -46,7 +47,7 @@ func ExampleNewManifestBundleCodec() {
 	fmt.Println(evt.Type(), evt.Extensions()[types.ExtOriginalSource])
 
 	// Source side again.
-	reported, err := c.Decode(evt)
+	reported, err := generic.Decode(c, evt)
 	if err != nil {
 		panic(err)
 	}

@@ -63,7 +63,7 @@ func fuzzDecode(f *testing.F, c generic.Codec[*workv1.ManifestWork]) {
 			events = append(events, s)
 		}
 		for _, e := range events {
-			work, err := c.Decode(e)
+			work, err := generic.Decode(c, e)
 			if err != nil {
 				if work != nil {
 					t.Fatalf("work and error %v", err)

@@ -72,51 +72,34 @@ func newEvent(dt types.DataType, source string, t types.EventType, obj metav1.Ob
 	return &evt, nil
 }
 
-// header is what every codec reads first of an event: its type, checked
-// against the codec's data type, and the identity extensions.
-type header struct {
-	t       types.EventType
-	id      string // resourceid
-	cluster string // clustername, "" if absent
-}
-
-func readHeader(evt *cloudevents.Event, dt types.DataType) (header, error) {
-	t, err := types.ParseEventType(evt.Type())
-	if err != nil {
-		return header{}, err
+// identity checks that h, evt's header, is of an event type of data type
+// dt that a codec decodes and that it names its resource, and returns its
+// type, resource ID and cluster ("" if it names none).
+func identity(h types.Header, evt *cloudevents.Event, dt types.DataType) (t types.EventType, id, cluster string, err error) {
+	if err := checkType(dt, h.Type); err != nil {
+		return types.EventType{}, "", "", err
 	}
-	if err := checkType(dt, t); err != nil {
-		return header{}, err
+	if h.ResourceID == "" {
+		return types.EventType{}, "", "", types.Missing(evt, types.ExtResourceID)
 	}
-	id, err := types.RequiredString(evt, types.ExtResourceID)
-	if err != nil {
-		return header{}, err
-	}
-	cluster, _, err := types.StringExtension(evt, types.ExtClusterName)
-	if err != nil {
-		return header{}, err
-	}
-	return header{t: t, id: id, cluster: cluster}, nil
+	return h.Type, h.ResourceID, h.ClusterName, nil
 }
 
 // deletionTimestamp is when a spec event says its resource was deleted: the
 // deletiontimestamp extension; else cur, what the payload said; else, for a
 // delete_request, the event's time (or now); else nil.
-func deletionTimestamp(evt *cloudevents.Event, t types.EventType, cur *metav1.Time) (*metav1.Time, error) {
-	ts, ok, err := types.TimeExtension(evt, types.ExtDeletionTimestamp)
+func deletionTimestamp(h types.Header, evt *cloudevents.Event, cur *metav1.Time) *metav1.Time {
 	switch {
-	case err != nil:
-		return nil, err
-	case ok:
-		return &metav1.Time{Time: ts}, nil
-	case cur == nil && t.Action == types.DeleteRequest:
+	case h.HasDeletion:
+		return &metav1.Time{Time: h.Deletion}
+	case cur == nil && h.Type.Action == types.DeleteRequest:
 		at := evt.Time()
 		if at.IsZero() {
 			at = time.Now()
 		}
-		return &metav1.Time{Time: at.UTC()}, nil
+		return &metav1.Time{Time: at.UTC()}
 	}
-	return cur, nil
+	return cur
 }
 
 // withSource returns annotations with OriginalSourceAnnotation set to

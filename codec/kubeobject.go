@@ -156,8 +156,8 @@ func kubeVersion(rv string) (string, error) {
 
 // Decode returns the object evt carries: the whole object, or of a
 // deletion with no data, its UID, resourceVersion and deletion time.
-func (c *KubeCodec[T]) Decode(evt *cloudevents.Event) (T, error) {
-	obj, err := c.decode(evt)
+func (c *KubeCodec[T]) Decode(h types.Header, evt *cloudevents.Event) (T, error) {
+	obj, err := c.decode(h, evt)
 	if err != nil {
 		var zero T
 		return zero, decodeError(evt, c.noun, err)
@@ -165,33 +165,23 @@ func (c *KubeCodec[T]) Decode(evt *cloudevents.Event) (T, error) {
 	return obj, nil
 }
 
-func (c *KubeCodec[T]) decode(evt *cloudevents.Event) (T, error) {
+func (c *KubeCodec[T]) decode(h types.Header, evt *cloudevents.Event) (T, error) {
 	var zero T
 	if err := checkDecodable(evt); err != nil {
 		return zero, err
 	}
-	t, err := types.ParseEventType(evt.Type())
-	if err != nil {
-		return zero, atField("type", err)
-	}
-	if err := checkType(c.dataType, t); err != nil {
+	if err := checkType(c.dataType, h.Type); err != nil {
 		return zero, err
 	}
-	id, _, err := types.StringExtension(evt, types.ExtResourceID)
-	if err != nil {
-		return zero, err
+	id := h.ResourceID
+	var version string
+	if h.HasVersion {
+		if h.Version < 0 {
+			return zero, atField("extension \"resourceversion\"", fmt.Errorf("%d is negative", h.Version))
+		}
+		version = strconv.FormatInt(h.Version, 10)
 	}
-	version, _, err := types.StringExtension(evt, types.ExtResourceVersion)
-	if err != nil {
-		return zero, err
-	}
-	if version, err = kubeVersion(version); err != nil {
-		return zero, atField("extension \"resourceversion\"", err)
-	}
-	deleted, isDeletion, err := types.TimeExtension(evt, types.ExtDeletionTimestamp)
-	if err != nil {
-		return zero, err
-	}
+	deleted, isDeletion := h.Deletion, h.HasDeletion
 	obj := c.newT()
 	data := bytes.TrimSpace(evt.Data())
 	if len(data) == 0 || string(data) == "null" {

@@ -11,6 +11,7 @@ import (
 	kubetypes "k8s.io/apimachinery/pkg/types"
 
 	"github.com/workwire/sdk-go/codec"
+	"github.com/workwire/sdk-go/generic"
 	"github.com/workwire/sdk-go/generic/types"
 )
 
@@ -54,7 +55,7 @@ func TestKubeCodecSpeaksOCMsRegistrationWire(t *testing.T) {
 	if v := c.Version(lease); v != 4711 {
 		t.Errorf("version %d, want the resourceVersion 4711", v)
 	}
-	back, err := c.Decode(evt)
+	back, err := generic.Decode(c, evt)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -71,7 +72,7 @@ func TestKubeCodecSpeaksOCMsRegistrationWire(t *testing.T) {
 	if len(gone.Data()) != 0 {
 		t.Errorf("a deletion carries data: %s", gone.Data())
 	}
-	back, err = c.Decode(gone)
+	back, err = generic.Decode(c, gone)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -115,7 +116,7 @@ func TestKubeCodecAcceptsTheNameAsResourceID(t *testing.T) {
 			t.Fatal(err)
 		}
 		evt.SetExtension(types.ExtResourceID, lease.Name)
-		back, err := c.Decode(evt)
+		back, err := generic.Decode(c, evt)
 		if err != nil {
 			t.Errorf("%s: %v", name, err)
 			continue
@@ -167,9 +168,9 @@ func TestKubeCodecRefusesBadInput(t *testing.T) {
 		evt  func() error
 		want string
 	}{
-		"a resourceid that is not the object's": {func() error { _, err := c.Decode(&otherUID); return err }, `"u2", but the lease's uid is "u1" and its name "l"`},
-		"no data on an update":                  {func() error { _, err := c.Decode(&noData); return err }, "only a deletion carries no lease"},
-		"another kind":                          {func() error { _, err := c.Decode(&wrongKind); return err }, `kind "ConfigMap"`},
+		"a resourceid that is not the object's": {func() error { _, err := generic.Decode(c, &otherUID); return err }, `"u2", but the lease's uid is "u1" and its name "l"`},
+		"no data on an update":                  {func() error { _, err := generic.Decode(c, &noData); return err }, "only a deletion carries no lease"},
+		"another kind":                          {func() error { _, err := generic.Decode(c, &wrongKind); return err }, `kind "ConfigMap"`},
 	} {
 		if err := tc.evt(); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: %v, want an error saying %q", name, err, tc.want)

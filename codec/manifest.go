@@ -62,8 +62,8 @@ func (*ManifestCodec) Encode(source string, t types.EventType, work *workv1.Mani
 // Decode never panics; every problem is an *Error that names the event and
 // the field. The returned work shares nothing with evt. Decode is safe for
 // concurrent use, also on the same event.
-func (*ManifestCodec) Decode(evt *cloudevents.Event) (*workv1.ManifestWork, error) {
-	return manifestPayloads.decode(evt)
+func (*ManifestCodec) Decode(h types.Header, evt *cloudevents.Event) (*workv1.ManifestWork, error) {
+	return manifestPayloads.decode(h, evt)
 }
 
 var manifestPayloads = &payloads{

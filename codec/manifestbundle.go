@@ -65,8 +65,8 @@ func (*ManifestBundleCodec) Encode(source string, t types.EventType, work *workv
 // Decode never panics; every problem is an *Error that names the event and
 // the field. The returned work shares nothing with evt. Decode is safe for
 // concurrent use, also on the same event.
-func (*ManifestBundleCodec) Decode(evt *cloudevents.Event) (*workv1.ManifestWork, error) {
-	return bundlePayloads.decode(evt)
+func (*ManifestBundleCodec) Decode(h types.Header, evt *cloudevents.Event) (*workv1.ManifestWork, error) {
+	return bundlePayloads.decode(h, evt)
 }
 
 var bundlePayloads = &payloads{

@@ -144,8 +144,8 @@ func (c *ObjectCodec[T]) shallow(obj T) T {
 }
 
 // Decode implements generic.Codec.
-func (c *ObjectCodec[T]) Decode(evt *cloudevents.Event) (T, error) {
-	obj, err := c.decode(evt)
+func (c *ObjectCodec[T]) Decode(h types.Header, evt *cloudevents.Event) (T, error) {
+	obj, err := c.decode(h, evt)
 	if err != nil {
 		var zero T
 		return zero, decodeError(evt, c.noun, err)
@@ -153,20 +153,19 @@ func (c *ObjectCodec[T]) Decode(evt *cloudevents.Event) (T, error) {
 	return obj, nil
 }
 
-func (c *ObjectCodec[T]) decode(evt *cloudevents.Event) (T, error) {
+func (c *ObjectCodec[T]) decode(h types.Header, evt *cloudevents.Event) (T, error) {
 	var zero T
 	if err := checkDecodable(evt); err != nil {
 		return zero, err
 	}
-	h, err := readHeader(evt, c.dataType)
+	t, id, cluster, err := identity(h, evt, c.dataType)
 	if err != nil {
 		return zero, err
 	}
-	t, id, cluster := h.t, h.id, h.cluster
-	version, err := types.RequiredInt64(evt, types.ExtResourceVersion)
-	if err != nil {
-		return zero, err
+	if !h.HasVersion {
+		return zero, types.Missing(evt, types.ExtResourceVersion)
 	}
+	version := h.Version
 	if version < 0 {
 		return zero, atField("extension \"resourceversion\"", fmt.Errorf("%d is negative", version))
 	}
@@ -201,10 +200,6 @@ func (c *ObjectCodec[T]) decode(evt *cloudevents.Event) (T, error) {
 		return zero, atField("source", errors.New("empty (it is recorded as the object's original source)"))
 	}
 	obj.SetAnnotations(withSource(obj.GetAnnotations(), source))
-	ts, err := deletionTimestamp(evt, t, obj.GetDeletionTimestamp())
-	if err != nil {
-		return zero, err
-	}
-	obj.SetDeletionTimestamp(ts)
+	obj.SetDeletionTimestamp(deletionTimestamp(h, evt, obj.GetDeletionTimestamp()))
 	return obj, nil
 }

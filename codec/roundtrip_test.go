@@ -86,7 +86,7 @@ func TestRoundTripSpec(t *testing.T) {
 					}
 					checkSpecEvent(t, c.codec.DataType(), tc.action, evt, tc.work)
 
-					got, err := c.codec.Decode(tr.via(t, evt))
+					got, err := generic.Decode(c.codec, tr.via(t, evt))
 					if err != nil {
 						t.Fatal(err)
 					}
@@ -114,7 +114,7 @@ func TestDecodeResyncResponses(t *testing.T) {
 				t.Fatal(err)
 			}
 			evt.SetType(eventType(c.codec.DataType(), types.SubResourceSpec, types.ResyncResponse).String())
-			got, err := c.codec.Decode(evt)
+			got, err := generic.Decode(c.codec, evt)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -127,7 +127,7 @@ func TestDecodeResyncResponses(t *testing.T) {
 				t.Fatal(err)
 			}
 			evt.SetType(eventType(c.codec.DataType(), types.SubResourceSpec, types.ResyncResponse).String())
-			if got, err = c.codec.Decode(evt); err != nil {
+			if got, err = generic.Decode(c.codec, evt); err != nil {
 				t.Fatal(err)
 			}
 			want := wantAgentWork(deleting)
@@ -233,7 +233,7 @@ func TestRoundTripStatus(t *testing.T) {
 					if meta["name"] != tc.work.Name || meta["namespace"] != testCluster || meta["uid"] != testUID || meta["labels"] != nil || meta["annotations"] != nil {
 						t.Errorf("status metadata %v", meta)
 					}
-					got, err := c.codec.Decode(tr.via(t, evt))
+					got, err := generic.Decode(c.codec, tr.via(t, evt))
 					if err != nil {
 						t.Fatal(err)
 					}
@@ -326,7 +326,7 @@ func TestResourceStatusForms(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			evt := statusEvent(t, ManifestBundlesDataType, `{"conditions":[],"resourceStatus":`+tc.data+`}`)
-			got, err := NewManifestBundleCodec().Decode(evt)
+			got, err := generic.Decode(NewManifestBundleCodec(), evt)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -343,7 +343,7 @@ func TestContentStatusKeepsFeedback(t *testing.T) {
 	t.Parallel()
 	evt := statusEvent(t, ManifestsDataType, `{"reconcileStatus":{"conditions":[]},"resourceMeta":{"kind":"Deployment"},`+
 		`"statusFeedback":{"values":[{"name":"status","fieldValue":{"type":"String","string":"x"}}]},"contentStatus":{"a":1}}`)
-	got, err := NewManifestCodec().Decode(evt)
+	got, err := generic.Decode(NewManifestCodec(), evt)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -441,7 +441,7 @@ func TestDecodeSpecMetadata(t *testing.T) {
 			if tc.data != "" {
 				evt.DataEncoded = []byte(tc.data)
 			}
-			w, err := NewManifestBundleCodec().Decode(&evt)
+			w, err := generic.Decode(NewManifestBundleCodec(), &evt)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -492,7 +492,7 @@ func TestStatusHash(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		got, err := c.codec.Decode(viaStrings(t, viaStructuredJSON(t, evt)))
+		got, err := generic.Decode(c.codec, viaStrings(t, viaStructuredJSON(t, evt)))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -516,7 +516,7 @@ func TestEncodeTypedManifest(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		got, err := c.codec.Decode(evt)
+		got, err := generic.Decode(c.codec, evt)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -544,21 +544,21 @@ func TestConcurrentUse(t *testing.T) {
 					if _, err := c.codec.Encode(testAgent, eventType(c.codec.DataType(), types.SubResourceStatus, types.UpdateRequest), status); err != nil {
 						t.Error(err)
 					}
-					w, err := c.codec.Decode(specEvt)
+					w, err := generic.Decode(c.codec, specEvt)
 					if err != nil {
 						t.Error(err)
 						return
 					}
 					w.Labels["mutated"] = "yes" // the work shares nothing with the event
 					w.Spec.Workload.Manifests[0].Raw[0] = ' '
-					if _, err := c.codec.Decode(statusEvt); err != nil {
+					if _, err := generic.Decode(c.codec, statusEvt); err != nil {
 						t.Error(err)
 					}
 				}
 			})
 		}
 		wg.Wait()
-		got, err := c.codec.Decode(specEvt)
+		got, err := generic.Decode(c.codec, specEvt)
 		if err != nil {
 			t.Fatal(err)
 		}

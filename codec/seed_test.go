@@ -84,7 +84,7 @@ func TestSeedSpecEvents(t *testing.T) {
 				if form == "plural" {
 					evt = pluralized(t, evt)
 				}
-				work, err := tc.codec.Decode(evt)
+				work, err := generic.Decode(tc.codec, evt)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -168,7 +168,7 @@ func TestSeedManifestBundleStatus(t *testing.T) {
 			if form == "plural" {
 				evt = pluralized(t, evt)
 			}
-			work, err := NewManifestBundleCodec().Decode(evt)
+			work, err := generic.Decode(NewManifestBundleCodec(), evt)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -232,7 +232,7 @@ func TestSeedManifestStatus(t *testing.T) {
 			if form == "plural" {
 				evt = pluralized(t, evt)
 			}
-			work, err := NewManifestCodec().Decode(evt)
+			work, err := generic.Decode(NewManifestCodec(), evt)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -302,7 +302,7 @@ func TestSeedWrongCodec(t *testing.T) {
 	} {
 		t.Run(tc.file, func(t *testing.T) {
 			t.Parallel()
-			_, err := tc.codec.Decode(readSeed(t, tc.file))
+			_, err := generic.Decode(tc.codec, readSeed(t, tc.file))
 			if !errors.Is(err, ErrUnsupportedType) {
 				t.Fatalf("err = %v, want ErrUnsupportedType", err)
 			}

@@ -130,7 +130,7 @@ func (a *AgentClient[T]) Publish(ctx context.Context, t types.EventType, obj T) 
 	if err != nil {
 		return fmt.Errorf("publish %s: %w", t, err)
 	}
-	t.DataType = codec.DataType()
+	t.DataType = codec.dt
 	if request {
 		evt, err := codec.Encode(a.c.ceSource, t, obj)
 		if err != nil {
@@ -161,45 +161,65 @@ func (a *AgentClient[T]) DataTypeOf(resourceID string) types.DataType {
 	if e, ok := a.held.get(resourceID); ok && e.dataType != (unique.Handle[types.DataType]{}) {
 		return e.dataType.Value()
 	}
-	return a.c.codecs.list[0].DataType()
+	return a.c.codecs.list[0].dt
 }
 
 var _ Interface[Object] = (*AgentClient[Object])(nil)
 
+// list lists what the Lister holds of opts.DataType: a Lister that keeps
+// several data types returns only those objects, one that does not (the
+// work holders') returns all, and the client keeps those its index says
+// came as opts.DataType — every one, with a single codec.
+func (a *AgentClient[T]) list(opts ListOptions) ([]T, error) {
+	objs, err := a.c.lister.List(opts)
+	if err != nil || len(a.c.codecs.list) == 1 {
+		return objs, err
+	}
+	kept := objs[:0:0]
+	for _, o := range objs {
+		if a.DataTypeOf(string(o.GetUID())) == opts.DataType {
+			kept = append(kept, o)
+		}
+	}
+	return kept, nil
+}
+
 // encodeStatus encodes obj's status and stamps what the protocol adds: the
 // cluster name and the next sequenceid.
-func (a *AgentClient[T]) encodeStatus(codec Codec[T], t types.EventType, obj T) (*cloudevents.Event, options.Route, error) {
+func (a *AgentClient[T]) encodeStatus(codec *codecOf[T], t types.EventType, obj T) (*cloudevents.Event, options.Route, error) {
 	return a.encodeStatusAt(codec, t, obj, a.seq.next())
 }
 
 // encodeStatusAt is encodeStatus with the sequenceid of tick seq.
-func (a *AgentClient[T]) encodeStatusAt(codec Codec[T], t types.EventType, obj T, seq uint64) (*cloudevents.Event, options.Route, error) {
+func (a *AgentClient[T]) encodeStatusAt(codec *codecOf[T], t types.EventType, obj T, seq uint64) (*cloudevents.Event, options.Route, error) {
 	evt, err := codec.Encode(a.c.ceSource, t, obj)
 	if err != nil {
 		return nil, options.Route{}, fmt.Errorf("%w: %w", ErrEncode, err)
 	}
-	source, _, err := types.StringExtension(evt, types.ExtOriginalSource)
-	if err != nil {
-		return nil, options.Route{}, fmt.Errorf("%w: %w", ErrEncode, err)
+	// The status goes to the source the resource came from, as the index
+	// knows it; what the codec put in the event (codec's works carry the
+	// annotation decode set, for OCM's peers) only for a resource the index
+	// does not attribute, as after a restart without a SourceLister.
+	var source string
+	if e, ok := a.held.get(string(obj.GetUID())); ok {
+		source = e.owner()
 	}
 	if source == "" {
-		// A codec that records no source on the object (codec.KubeCodec):
-		// the status goes to the source the resource came from.
-		if e, ok := a.held.get(string(obj.GetUID())); ok {
-			source = e.owner()
+		if source, _, err = types.StringExtension(evt, types.ExtOriginalSource); err != nil {
+			return nil, options.Route{}, fmt.Errorf("%w: %w", ErrEncode, err)
 		}
-		if source == "" {
-			return nil, options.Route{}, fmt.Errorf("%w: %s %s: no source to send its status to (its codec names none, and no source sent it)", ErrEncode, t, obj.GetUID())
-		}
-		evt.SetExtension(types.ExtOriginalSource, source)
 	}
+	if source == "" {
+		return nil, options.Route{}, fmt.Errorf("%w: %s %s: no source to send its status to (no source sent it, and its codec names none)", ErrEncode, t, obj.GetUID())
+	}
+	evt.SetExtension(types.ExtOriginalSource, source)
 	evt.SetExtension(types.ExtClusterName, a.c.id)
 	evt.SetExtension(types.ExtSequenceID, sequenceID(seq))
 	return evt, options.Route{Role: options.RoleStatus, Source: source, Cluster: a.c.id}, nil
 }
 
-func (a *AgentClient[T]) classify(d *options.Delivery, et types.EventType) (*task, DropReason, error) {
-	evt := d.Event
+func (a *AgentClient[T]) classify(d *options.Delivery, h types.Header) (*task[T], DropReason, error) {
+	evt, et := d.Event, h.Type
 	codec, err := a.c.codecs.get(et.DataType)
 	if err != nil {
 		return nil, DropUnknownDataType, err
@@ -216,24 +236,16 @@ func (a *AgentClient[T]) classify(d *options.Delivery, et types.EventType) (*tas
 		if d.Route.Cluster != "" && d.Route.Cluster != a.c.id {
 			return nil, DropForeign, fmt.Errorf("spec for cluster %q", d.Route.Cluster)
 		}
-		if ext, ok, err := types.StringExtension(evt, types.ExtClusterName); err != nil {
-			return nil, DropMalformed, err
-		} else if ok && ext != a.c.id {
-			return nil, DropForeign, fmt.Errorf("spec for cluster %q", ext)
+		if h.ClusterName != "" && h.ClusterName != a.c.id {
+			return nil, DropForeign, fmt.Errorf("spec for cluster %q", h.ClusterName)
 		}
-		id, err := types.RequiredString(evt, types.ExtResourceID)
-		if err != nil {
-			return nil, DropMalformed, err
+		if h.ResourceID == "" {
+			return nil, DropMalformed, fmt.Errorf("no resourceid extension")
 		}
-		version, err := types.RequiredInt64(evt, types.ExtResourceVersion)
-		if err != nil {
-			return nil, DropMalformed, err
+		if !h.HasVersion {
+			return nil, DropMalformed, fmt.Errorf("no resourceversion extension")
 		}
-		_, deleting, err := types.TimeExtension(evt, types.ExtDeletionTimestamp)
-		if err != nil {
-			return nil, DropMalformed, err
-		}
-		deleting = deleting || et.Action == types.DeleteRequest
+		deleting := h.HasDeletion || et.Action == types.DeleteRequest
 		if et.Action == types.ResyncResponse {
 			// An OCM source's answer to our resync: handlers see what it means.
 			et.Action = types.UpdateRequest
@@ -245,46 +257,42 @@ func (a *AgentClient[T]) classify(d *options.Delivery, et types.EventType) (*tas
 		if deleting {
 			lane = laneDelete
 		}
-		et.DataType = codec.DataType()
-		return &task{
-			kind: taskEvent, lane: lane, evt: evt, et: et,
-			route:      options.Route{Role: options.RoleSpec, Source: source, Cluster: a.c.id},
-			resourceID: id, version: version, deleting: deleting,
+		et.DataType = codec.dt
+		return &task[T]{
+			kind: taskEvent, lane: lane, evt: evt, h: h, et: et, codec: codec, deleting: deleting,
+			route: options.Route{Role: options.RoleSpec, Source: source, Cluster: a.c.id},
 		}, "", nil
 	case et.SubResource == types.SubResourceStatus && et.Action == types.ResyncRequest:
-		return &task{
+		return &task[T]{
 			kind: taskResyncRequest, lane: laneResync, batches: []*cloudevents.Event{evt},
 			route:    options.Route{Role: options.RoleStatusResync, Source: source},
-			dataType: codec.DataType(),
+			dataType: codec.dt,
 		}, "", nil
 	default:
 		return nil, DropUnexpected, fmt.Errorf("an agent does not handle %s events", et)
 	}
 }
 
-func (a *AgentClient[T]) handleEvent(ctx context.Context, t *task) error {
-	prev, held := a.held.get(t.resourceID)
+func (a *AgentClient[T]) handleEvent(ctx context.Context, t *task[T]) error {
+	id := t.h.ResourceID
+	prev, held := a.held.get(id)
 	if held {
 		if owner := prev.owner(); owner != "" && owner != t.route.Source {
-			return &dropError{reason: DropForeign, err: fmt.Errorf("source %q sent %s for resource %s, which source %q owns", t.route.Source, t.et.Action, t.resourceID, owner)}
+			return &dropError{reason: DropForeign, err: fmt.Errorf("source %q sent %s for resource %s, which source %q owns", t.route.Source, t.et.Action, id, owner)}
 		}
-		if t.version < prev.version {
-			return &dropError{reason: DropStale, err: fmt.Errorf("spec of %s at version %d, holding %d", t.resourceID, t.version, prev.version)}
+		if t.h.Version < prev.version {
+			return &dropError{reason: DropStale, err: fmt.Errorf("spec of %s at version %d, holding %d", id, t.h.Version, prev.version)}
 		}
 	}
-	codec, err := a.c.codecs.get(t.et.DataType)
-	if err != nil {
-		return &dropError{reason: DropUnknownDataType, err: err}
-	}
-	obj, err := codec.Decode(t.evt)
+	obj, err := t.codec.Decode(t.h, t.evt)
 	if err != nil {
 		return &dropError{reason: DropDecode, err: &DecodeError{EventID: t.evt.ID(), EventType: t.evt.Type(), Err: err}}
 	}
 	// Recorded before the handlers run: a status they publish at once
 	// goes out as the data type the spec came as, to its source.
-	a.held.set(t.resourceID, heldEntry{version: t.version, source: unique.Make(t.route.Source), dataType: unique.Make(t.et.DataType)})
+	a.held.set(id, heldEntry{version: t.h.Version, source: unique.Make(t.route.Source), dataType: unique.Make(t.et.DataType)})
 	if err := a.c.callHandlers(ctx, t.et, obj); err != nil {
-		a.held.restore(t.resourceID, prev, held)
+		a.held.restore(id, prev, held)
 		return err
 	}
 	return nil
@@ -317,7 +325,7 @@ func (a *AgentClient[T]) answerResync(ctx context.Context, source string, dt typ
 		block := uint64(a.held.len()) + answerSeqSlack
 		first := a.seq.reserve(block)
 		sess.State = &seqBlock{next: first, end: first + block}
-		objs, err := c.lister.List(ListOptions{Source: source, ClusterName: c.id, DataType: dt})
+		objs, err := a.list(ListOptions{Source: source, ClusterName: c.id, DataType: dt})
 		if err != nil {
 			a.sessions.Close(key, sess)
 			return fmt.Errorf("list %s of %s for status resync: %w", dt, source, err)
@@ -372,18 +380,19 @@ const answerSeqSlack = 1024
 // sequence ID of its block. An object the codec cannot encode, or whose
 // status is too large for the transport, is reported and skipped, so it
 // cannot hold up the others.
-func (a *AgentClient[T]) sendStatus(ctx context.Context, codec Codec[T], obj T, block *seqBlock) error {
+func (a *AgentClient[T]) sendStatus(ctx context.Context, codec *codecOf[T], obj T, block *seqBlock) error {
 	seq, ok := block.take()
 	if !ok {
 		seq = a.seq.next() // past the block: ordered by when it is sent
 	}
-	et := types.EventType{DataType: codec.DataType(), SubResource: types.SubResourceStatus, Action: types.UpdateRequest}
+	et := types.EventType{DataType: codec.dt, SubResource: types.SubResourceStatus, Action: types.UpdateRequest}
 	evt, route, err := a.encodeStatusAt(codec, et, obj, seq)
 	if err != nil {
 		a.c.cfg.errorHandler(a.c.ctx, err, "cannot encode status for resync; skipped", "resourceID", obj.GetUID())
 		return nil
 	}
-	return a.c.sendAnswer(ctx, route, et, evt, string(obj.GetUID()))
+	_, err = a.c.sendAnswer(ctx, route, et, evt, string(obj.GetUID()))
+	return err
 }
 
 // requestResync sends a spec resync request with the version of every
@@ -406,18 +415,18 @@ func (a *AgentClient[T]) requestResync(ctx context.Context, dt types.DataType) e
 		return fmt.Errorf("spec resync of %s: %w", dt, err)
 	}
 	for _, src := range sources {
-		objs, err := c.lister.List(ListOptions{Source: src, ClusterName: c.id, DataType: dt})
+		objs, err := a.list(ListOptions{Source: src, ClusterName: c.id, DataType: dt})
 		if err != nil {
 			return fmt.Errorf("list %s of %s for spec resync: %w", dt, src, err)
 		}
 		for _, o := range objs {
 			id := string(o.GetUID())
-			v := versionOf(codec, o)
+			v := codec.version(o)
 			entries = append(entries, types.ResourceVersion{ResourceID: id, ResourceVersion: v, OriginalSource: src})
 			fresh[id] = heldEntry{version: v, source: unique.Make(src), dataType: dth}
 		}
 	}
-	all, err := c.lister.List(ListOptions{ClusterName: c.id, DataType: dt})
+	all, err := a.list(ListOptions{ClusterName: c.id, DataType: dt})
 	if err != nil {
 		return fmt.Errorf("list %s for spec resync: %w", dt, err)
 	}
@@ -426,7 +435,7 @@ func (a *AgentClient[T]) requestResync(ctx context.Context, dt types.DataType) e
 		if _, attributed := fresh[id]; attributed || id == "" {
 			continue
 		}
-		v := versionOf(codec, o)
+		v := codec.version(o)
 		entries = append(entries, types.ResourceVersion{ResourceID: id, ResourceVersion: v})
 		fresh[id] = heldEntry{version: v, dataType: dth}
 	}
@@ -439,7 +448,7 @@ func (a *AgentClient[T]) requestResync(ctx context.Context, dt types.DataType) e
 	}
 
 	et := types.EventType{DataType: dt, SubResource: types.SubResourceSpec, Action: types.ResyncRequest}
-	events, err := buildResyncEvents(c.ceSource, et, entries, c.maxEventBytes(), types.ResourceVersionSize,
+	events, err := resync.Request(c.ceSource, et, entries, c.maxEventBytes(), types.ResourceVersionSize,
 		func(e []types.ResourceVersion) any { return types.ResourceVersionList{ResourceVersions: e} },
 		func(evt *cloudevents.Event) {
 			evt.SetExtension(types.ExtClusterName, c.id)

@@ -13,15 +13,24 @@ import (
 // codecs finds a codec by data type, under its plural (emitted) and singular
 // (accepted from peers that send it) names.
 type codecs[T Object] struct {
-	byType map[types.DataType]Codec[T]
-	list   []Codec[T]
+	byType map[types.DataType]*codecOf[T]
+	list   []*codecOf[T]
+}
+
+// codecOf is a registered codec and its data type, asked once.
+type codecOf[T Object] struct {
+	Codec[T]
+	dt        types.DataType
+	name      string       // dt.String()
+	versioner Versioner[T] // nil if it is none
+	clusterer Clusterer[T] // nil if it is none
 }
 
 func newCodecs[T Object](cs []Codec[T]) (*codecs[T], error) {
 	if len(cs) == 0 {
 		return nil, errors.New("codecs: none given")
 	}
-	r := &codecs[T]{byType: make(map[types.DataType]Codec[T], 2*len(cs))}
+	r := &codecs[T]{byType: make(map[types.DataType]*codecOf[T], 2*len(cs))}
 	var errs []error
 	for i, c := range cs {
 		if c == nil {
@@ -37,13 +46,16 @@ func newCodecs[T Object](cs []Codec[T]) (*codecs[T], error) {
 			errs = append(errs, fmt.Errorf("codecs[%d]: second codec for %s", i, dt))
 			continue
 		}
-		r.byType[dt] = c
+		reg := &codecOf[T]{Codec: c, dt: dt, name: dt.String()}
+		reg.versioner, _ = c.(Versioner[T])
+		reg.clusterer, _ = c.(Clusterer[T])
+		r.byType[dt] = reg
 		if s := dt.Singular(); s != dt {
 			if _, taken := r.byType[s]; !taken {
-				r.byType[s] = c
+				r.byType[s] = reg
 			}
 		}
-		r.list = append(r.list, c)
+		r.list = append(r.list, reg)
 	}
 	if len(errs) > 0 {
 		return nil, errors.Join(errs...)
@@ -51,16 +63,25 @@ func newCodecs[T Object](cs []Codec[T]) (*codecs[T], error) {
 	return r, nil
 }
 
-// versionOf is obj's version on the wire: what its codec says (Versioner),
+// version is obj's version on the wire: what its codec says (Versioner),
 // else its generation.
-func versionOf[T Object](c Codec[T], obj T) int64 {
-	if v, ok := c.(Versioner[T]); ok {
-		return v.Version(obj)
+func (c *codecOf[T]) version(obj T) int64 {
+	if c.versioner != nil {
+		return c.versioner.Version(obj)
 	}
 	return obj.GetGeneration()
 }
 
-func (r *codecs[T]) get(dt types.DataType) (Codec[T], error) {
+// cluster is the cluster a source sends obj to: its namespace, or what
+// its codec says (Clusterer).
+func (c *codecOf[T]) cluster(obj T) string {
+	if c.clusterer != nil {
+		return c.clusterer.ClusterOf(obj)
+	}
+	return obj.GetNamespace()
+}
+
+func (r *codecs[T]) get(dt types.DataType) (*codecOf[T], error) {
 	if c, ok := r.byType[dt]; ok {
 		return c, nil
 	}
@@ -68,7 +89,7 @@ func (r *codecs[T]) get(dt types.DataType) (Codec[T], error) {
 }
 
 // select returns the codecs for dt, or all of them for the zero DataType.
-func (r *codecs[T]) selectFor(dt types.DataType) ([]Codec[T], error) {
+func (r *codecs[T]) selectFor(dt types.DataType) ([]*codecOf[T], error) {
 	if dt.IsZero() {
 		return r.list, nil
 	}
@@ -76,13 +97,13 @@ func (r *codecs[T]) selectFor(dt types.DataType) ([]Codec[T], error) {
 	if err != nil {
 		return nil, err
 	}
-	return []Codec[T]{c}, nil
+	return []*codecOf[T]{c}, nil
 }
 
 func (r *codecs[T]) dataTypeNames() []string {
 	names := make([]string, len(r.list))
 	for i, c := range r.list {
-		names[i] = c.DataType().String()
+		names[i] = c.name
 	}
 	return names
 }

@@ -41,19 +41,17 @@ const (
 
 // task is one unit of work in the queue. Events for one resource share a key,
 // so they merge (newest wins) and never run concurrently.
-type task struct {
+type task[T Object] struct {
 	kind  taskKind
 	lane  int
 	route options.Route // resolved: Source and Cluster always set for events
 
 	// taskEvent
-	evt        *cloudevents.Event
-	et         types.EventType
-	resourceID string
-	version    int64
-	seq        uint64
-	hasSeq     bool
-	deleting   bool
+	evt      *cloudevents.Event
+	h        types.Header // evt's, parsed once
+	et       types.EventType
+	codec    *codecOf[T] // of et.DataType
+	deleting bool
 
 	// taskResyncRequest: batches in arrival order.
 	batches []*cloudevents.Event
@@ -65,7 +63,7 @@ type task struct {
 }
 
 // done acknowledges every delivery the task carries.
-func (t *task) done() {
+func (t *task[T]) done() {
 	for _, d := range t.deliveries {
 		d.Done()
 	}
@@ -73,12 +71,12 @@ func (t *task) done() {
 }
 
 // newer reports whether event task a supersedes event task b.
-func (a *task) newer(b *task) bool {
-	if a.version != b.version {
-		return a.version > b.version
+func (a *task[T]) newer(b *task[T]) bool {
+	if a.h.Version != b.h.Version {
+		return a.h.Version > b.h.Version
 	}
-	if a.hasSeq && b.hasSeq && a.seq != b.seq {
-		return a.seq > b.seq
+	if a.h.HasSequence && b.h.HasSequence && a.h.Sequence != b.h.Sequence {
+		return a.h.Sequence > b.h.Sequence
 	}
 	// Same version: a deletion is never erased by a later non-deletion.
 	if b.deleting && !a.deleting {
@@ -88,7 +86,7 @@ func (a *task) newer(b *task) bool {
 }
 
 // mergeTasks keeps one of two tasks queued under one key.
-func mergeTasks(old, new *task) (keep, discard *task) {
+func mergeTasks[T Object](old, new *task[T]) (keep, discard *task[T]) {
 	switch old.kind {
 	case taskEvent:
 		if new.newer(old) {
@@ -107,10 +105,10 @@ func mergeTasks(old, new *task) (keep, discard *task) {
 }
 
 // sideLogic is what differs between a source and an agent.
-type sideLogic interface {
+type sideLogic[T Object] interface {
 	// classify turns a received event into a task, or says why it is dropped.
-	classify(d *options.Delivery, et types.EventType) (*task, DropReason, error)
-	handleEvent(ctx context.Context, t *task) error
+	classify(d *options.Delivery, h types.Header) (*task[T], DropReason, error)
+	handleEvent(ctx context.Context, t *task[T]) error
 	answerResync(ctx context.Context, peer string, dt types.DataType, batch *cloudevents.Event) error
 	requestResync(ctx context.Context, dt types.DataType) error
 }
@@ -147,8 +145,10 @@ type core[T Object] struct {
 	limiter  *rate.Limiter
 	tracer   trace.Tracer
 	subs     []options.Subscription
-	logic    sideLogic
-	q        *queue.Queue[string, *task]
+	logic    sideLogic[T]
+	q        *queue.Queue[string, *task[T]]
+	// loops run from Start until Close, beside the workers.
+	loops []func(ctx context.Context)
 
 	mu        sync.Mutex // guards state, startedAt and handlers before Start
 	state     clientState
@@ -195,7 +195,7 @@ func newCore[T Object](side Side, id string, tr options.Transport, lister Lister
 		codecs:   reg,
 		cfg:      cfg,
 		log:      cfg.logger.WithValues("side", side, "id", id),
-		q:        queue.New[string, *task](laneCount, mergeTasks),
+		q:        queue.New[string, *task[T]](laneCount, mergeTasks[T]),
 	}
 	tp := cfg.tracerProvider
 	if tp == nil {
@@ -255,6 +255,9 @@ func (c *core[T]) start(ctx context.Context) error {
 	if c.cfg.resyncInterval > 0 {
 		c.wg.Add(1)
 		go c.periodicResync()
+	}
+	for _, loop := range c.loops {
+		c.wg.Go(func() { loop(c.ctx) })
 	}
 	c.log.V(2).Info("starting", "dataTypes", c.codecs.dataTypeNames())
 	if err := c.tr.Start(ctx, c.subs, c); err != nil {
@@ -347,17 +350,17 @@ func (c *core[T]) checkStarted() error {
 // goroutine, so it only parses the type and a few extensions and queues.
 func (c *core[T]) Deliver(d *options.Delivery) {
 	evt := d.Event
-	et, err := types.ParseEventType(evt.Type())
+	h, err := types.ParseHeader(evt)
 	if err != nil {
 		c.drop(DropMalformed, &DecodeError{EventID: evt.ID(), EventType: evt.Type(), Err: err})
 		d.Done()
 		return
 	}
-	c.cfg.observer.EventReceived(c.side, et)
+	c.cfg.observer.EventReceived(c.side, h.Type)
 	if at := evt.Time(); !at.IsZero() {
-		c.cfg.observer.EventAge(c.side, et, time.Since(at))
+		c.cfg.observer.EventAge(c.side, h.Type, time.Since(at))
 	}
-	t, reason, err := c.logic.classify(d, et)
+	t, reason, err := c.logic.classify(d, h)
 	if reason != "" {
 		c.drop(reason, &DecodeError{EventID: evt.ID(), EventType: evt.Type(), Err: err})
 		d.Done()
@@ -370,9 +373,9 @@ func (c *core[T]) Deliver(d *options.Delivery) {
 		// Events merge and serialize per resource and peer: an event from
 		// another peer naming the same resource (a misbehaving source) must
 		// not supersede the owner's.
-		key = "e/" + t.route.Source + "/" + t.route.Cluster + "/" + t.resourceID
+		key = "e/" + t.route.Source + "/" + t.route.Cluster + "/" + t.h.ResourceID
 		if c.log.V(4).Enabled() {
-			c.log.V(4).Info("received", "type", evt.Type(), "resourceID", t.resourceID, "version", t.version, "route", t.route)
+			c.log.V(4).Info("received", "type", evt.Type(), "resourceID", t.h.ResourceID, "version", t.h.Version, "route", t.route)
 		}
 	case taskResyncRequest:
 		key = "r/" + peerOf(t) + "/" + t.dataType.String()
@@ -381,14 +384,14 @@ func (c *core[T]) Deliver(d *options.Delivery) {
 	c.enqueue(key, t)
 }
 
-func peerOf(t *task) string {
+func peerOf[T Object](t *task[T]) string {
 	if t.route.Role == options.RoleSpecResync {
 		return t.route.Cluster
 	}
 	return t.route.Source
 }
 
-func (c *core[T]) enqueue(key string, t *task) {
+func (c *core[T]) enqueue(key string, t *task[T]) {
 	discard, merged, accepted := c.q.Add(key, t.lane, t)
 	if merged {
 		discard.done()
@@ -417,8 +420,8 @@ func (c *core[T]) queueResync(dt types.DataType) {
 		return
 	}
 	for _, codec := range cs {
-		d := codec.DataType()
-		c.enqueue("s/"+d.String(), &task{kind: taskSendResync, lane: laneResync, dataType: d})
+		d := codec.dt
+		c.enqueue("s/"+d.String(), &task[T]{kind: taskSendResync, lane: laneResync, dataType: d})
 	}
 }
 
@@ -445,7 +448,7 @@ func (c *core[T]) worker() {
 	}
 }
 
-func (c *core[T]) run(key string, t *task) {
+func (c *core[T]) run(key string, t *task[T]) {
 	err := safely(func() error { return c.runTask(t) })
 	if err == nil {
 		t.done()
@@ -463,7 +466,7 @@ func (c *core[T]) run(key string, t *task) {
 		t.attempt++
 		delay := taskRetry.Delay(t.attempt - 1)
 		c.log.V(2).Info("retrying", "key", key, "attempt", t.attempt, "after", delay, "err", err)
-		c.q.AddAfter(key, t.lane, t, delay, (*task).done)
+		c.q.AddAfter(key, t.lane, t, delay, (*task[T]).done)
 		return
 	}
 	if t.kind == taskEvent {
@@ -473,7 +476,7 @@ func (c *core[T]) run(key string, t *task) {
 	t.done()
 }
 
-func (c *core[T]) runTask(t *task) error {
+func (c *core[T]) runTask(t *task[T]) error {
 	switch t.kind {
 	case taskEvent:
 		ctx, span := c.startProcess(c.ctx, t.et, t.evt)
@@ -565,16 +568,17 @@ func (c *core[T]) maxEventBytes() int {
 	return 0
 }
 
-// sendAnswer sends one resource's event of a resync answer. An event the
-// transport refuses as too large is reported and skipped: it fails the same
-// way on every retry, and must not hold up the resources after it.
-func (c *core[T]) sendAnswer(ctx context.Context, route options.Route, et types.EventType, evt *cloudevents.Event, resourceID string) error {
-	err := c.send(ctx, route, et, evt)
+// sendAnswer sends one resource's event of a resync answer, and reports
+// whether it went out. An event the transport refuses as too large is
+// reported and skipped: it fails the same way on every retry, and must not
+// hold up the resources after it.
+func (c *core[T]) sendAnswer(ctx context.Context, route options.Route, et types.EventType, evt *cloudevents.Event, resourceID string) (sent bool, err error) {
+	err = c.send(ctx, route, et, evt)
 	if errors.Is(err, options.ErrTooLarge) {
 		c.cfg.errorHandler(c.ctx, err, "resource too large for the transport; skipped in the resync answer", "resourceID", resourceID)
-		return nil
+		return false, nil
 	}
-	return err
+	return err == nil, err
 }
 
 // publish is Publish's common path: rate limit, then send. The transport
@@ -605,7 +609,7 @@ func (c *core[T]) resync(ctx context.Context, dt types.DataType) error {
 	}
 	var errs []error
 	for _, codec := range cs {
-		if err := c.logic.requestResync(ctx, codec.DataType()); err != nil {
+		if err := c.logic.requestResync(ctx, codec.dt); err != nil {
 			errs = append(errs, err)
 		}
 	}

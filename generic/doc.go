@@ -19,7 +19,9 @@
 //     holds that the source no longer has; an agent answers with every status
 //     whose hash differs. A resync request is one event, split into batches
 //     only where the transport's known size limit (options.EventSizeLimiter)
-//     demands it.
+//     demands it. A source also sends a spec again when no status at its
+//     version acknowledges it (WithSpecResend), for agents that resync only
+//     when they connect.
 //   - Survive bad input: a malformed, foreign or undecodable event is counted
 //     (Observer), reported (ErrorHandler) and skipped; nothing received panics
 //     or stops the subscription.

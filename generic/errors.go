@@ -3,6 +3,8 @@ package generic
 import (
 	"errors"
 	"fmt"
+
+	"github.com/workwire/sdk-go/options"
 )
 
 // Errors the clients return (wrapped, test with errors.Is).
@@ -24,6 +26,19 @@ var (
 	// the same resource again fails the same way.
 	ErrEncode = errors.New("cannot encode the resource")
 )
+
+// Permanent reports whether err, from Publish, is one that sending the
+// same object again cannot fix: the event is larger than the transport or
+// its broker takes (options.ErrTooLarge), the codec cannot encode the
+// object (ErrEncode) or encoded it as no valid CloudEvent
+// (options.ErrInvalidEvent), or the object's cluster names no route
+// (options.ErrInvalidRoute). Resync cannot deliver such an object either:
+// it stays undelivered until it changes. Anything else (not connected, a
+// broker that failed, a timeout) may pass on a later try.
+func Permanent(err error) bool {
+	return errors.Is(err, options.ErrTooLarge) || errors.Is(err, ErrEncode) ||
+		errors.Is(err, options.ErrInvalidEvent) || errors.Is(err, options.ErrInvalidRoute)
+}
 
 // DecodeError is a received event that could not be used: its type, an
 // extension or its payload was malformed. The client logs it, counts it and

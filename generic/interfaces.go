@@ -2,6 +2,8 @@ package generic
 
 import (
 	"context"
+	"errors"
+	"reflect"
 
 	cloudevents "github.com/cloudevents/sdk-go/v2/event"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -13,12 +15,15 @@ import (
 // Object is what the generic clients carry. Any type that embeds
 // metav1.ObjectMeta satisfies it.
 //
+// A source sends an object to the cluster its namespace names, unless its
+// codec is a Clusterer.
 // The UID is the event's resourceid. The Generation is its resourceversion
 // (unless its codec is a Versioner): the source must increase it for every
 // change an agent must see, and agents drop spec events older than what
 // they hold.
 type Object interface {
 	GetUID() kubetypes.UID
+	GetNamespace() string
 	GetGeneration() int64
 	GetDeletionTimestamp() *metav1.Time
 }
@@ -34,10 +39,36 @@ type Codec[T Object] interface {
 	// clustername extensions; on status events also originalsource (the
 	// source the status goes to).
 	Encode(source string, t types.EventType, obj T) (*cloudevents.Event, error)
-	// Decode returns the object an event carries. A delete_request may carry
-	// no data; Decode then returns an object with only its identity, version
-	// and deletion timestamp set.
-	Decode(evt *cloudevents.Event) (T, error)
+	// Decode returns the object evt carries, given evt's header h as the
+	// clients parsed it (types.ParseHeader; Decode reads evt's data and any
+	// extension of the codec's own). A delete_request may carry no data;
+	// Decode then returns an object with only its identity, version and
+	// deletion timestamp set.
+	Decode(h types.Header, evt *cloudevents.Event) (T, error)
+}
+
+// Decode parses evt's header and decodes it with c: for code that holds an
+// event outside the clients (a broker's Service), which parse the header
+// themselves. An event whose header cannot be parsed is a *DecodeError;
+// what the codec refuses, the codec's error.
+func Decode[T Object](c Codec[T], evt *cloudevents.Event) (T, error) {
+	var zero T
+	if evt == nil || evt.Context == nil || reflect.ValueOf(evt.Context).IsNil() {
+		return zero, &DecodeError{Err: errors.New("event is nil or has no context")}
+	}
+	h, err := types.ParseHeader(evt)
+	if err != nil {
+		return zero, &DecodeError{EventID: evt.ID(), EventType: evt.Type(), Err: err}
+	}
+	return c.Decode(h, evt)
+}
+
+// Clusterer is an optional interface of a Codec whose objects name their
+// cluster elsewhere than in their namespace: codec.KubeCodec's (a
+// ManagedCluster by its name, a CSR by a label). A source sends an object
+// to the cluster ClusterOf returns.
+type Clusterer[T Object] interface {
+	ClusterOf(obj T) string
 }
 
 // Versioner is an optional interface of a Codec whose wire version of an
@@ -56,7 +87,9 @@ type ListOptions struct {
 	// ClusterName is the cluster the objects are for.
 	ClusterName string
 	// DataType is the data type the client is resyncing; a lister that keeps
-	// several data types returns only the objects of this one.
+	// several data types returns only the objects of this one. An agent's
+	// lister that does not know its objects' data types may return them
+	// all: the agent client keeps those that came as DataType.
 	DataType types.DataType
 }
 

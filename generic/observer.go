@@ -69,6 +69,13 @@ type Observer interface {
 	// ResyncAnswerDuration is called after a resync request is answered,
 	// with how long since its first batch arrived.
 	ResyncAnswerDuration(side Side, dataType types.DataType, d time.Duration)
+	// SpecAcknowledged is called on a source when a status acknowledges a
+	// spec it sent (WithSpecResend), with how long since the spec's first
+	// send: the latency to its first status.
+	SpecAcknowledged(dataType types.DataType, d time.Duration)
+	// SpecResent is called on a source for every spec it sends again
+	// because its agent did not acknowledge it.
+	SpecResent(dataType types.DataType)
 }
 
 // Stats is a snapshot of a client's state, for gauges (see
@@ -83,6 +90,11 @@ type Stats struct {
 	// (a work holder knows its store; a generic client does not know its
 	// Lister's, and says -1).
 	Held int
+	// Unacknowledged counts, on a source, the specs sent that no status
+	// acknowledged yet (WithSpecResend), and OldestUnacknowledged is how
+	// long the oldest of them has waited.
+	Unacknowledged       int
+	OldestUnacknowledged time.Duration
 }
 
 // NopObserver implements Observer and does nothing.
@@ -111,3 +123,9 @@ func (NopObserver) EventAge(Side, types.EventType, time.Duration) {}
 
 // ResyncAnswerDuration does nothing.
 func (NopObserver) ResyncAnswerDuration(Side, types.DataType, time.Duration) {}
+
+// SpecAcknowledged does nothing.
+func (NopObserver) SpecAcknowledged(types.DataType, time.Duration) {}
+
+// SpecResent does nothing.
+func (NopObserver) SpecResent(types.DataType) {}

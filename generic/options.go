@@ -11,6 +11,8 @@ import (
 	"go.opentelemetry.io/otel/trace"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/klog/v2"
+
+	"github.com/workwire/sdk-go/internal/ack"
 )
 
 // Defaults of the client options.
@@ -35,6 +37,16 @@ const (
 	// DefaultResyncSessionTTL is how long a client waits for all batches of
 	// one resync request before forgetting it.
 	DefaultResyncSessionTTL = time.Minute
+	// DefaultSpecResendAfter is the least time a source waits for an
+	// agent's status at a spec's version before it sends the spec again
+	// (WithSpecResend). A healthy agent reports within a second, so a
+	// healthy fleet never pays for it.
+	DefaultSpecResendAfter = ack.DefaultAfter
+	// SpecResendMax bounds the time between two re-sends of one spec.
+	SpecResendMax = ack.DefaultMax
+	// SpecResendPerRound bounds the specs sent again to one agent at once;
+	// rounds run every quarter of the resend delay.
+	SpecResendPerRound = ack.DefaultPerRound
 )
 
 // ErrorHandler receives failures that happen in the background (a handler
@@ -101,6 +113,8 @@ type sourceConfig struct {
 	config
 	orphanDeletion OrphanDeletion
 	orphanGrace    time.Duration
+	resendAfter    time.Duration
+	window         int
 }
 
 type agentConfig struct {
@@ -225,6 +239,46 @@ func WithOrphanDeletion(d OrphanDeletion) SourceOption {
 // period are deleted at the first resync after it. Default: 0.
 func WithOrphanGracePeriod(d time.Duration) SourceOption {
 	return sourceOption(func(c *sourceConfig) { c.orphanGrace = d })
+}
+
+// WithSpecResend makes a source send a spec again when its agent has not
+// acknowledged it — reported a status at its version or newer, or resynced
+// — within d, or within twice the agent's slowest acknowledgement of the
+// last minute or two if that is longer (an agent working through a backlog
+// is late, not lost). Each re-send of a spec waits twice as long as the
+// one before, up to SpecResendMax; the oldest go first, at most
+// SpecResendPerRound per agent at a time. An agent that has said nothing
+// for as long as it takes to acknowledge may be away, or may have lost the
+// one spec it was sent: it gets one spec at a time, with the same backoff,
+// until it answers. Brokers drop events a source cannot
+// see dropped (a slow subscriber's queue overflowing, a reconnect), and an
+// agent that asks for specs only when it connects would otherwise never
+// get them. d 0 turns it off. Data types whose codec is a Versioner are
+// not tracked: their statuses do not carry the spec's version. Default:
+// DefaultSpecResendAfter.
+func WithSpecResend(d time.Duration) SourceOption {
+	return sourceOption(func(c *sourceConfig) { c.resendAfter = d })
+}
+
+// WithSpecWindow paces what a source sends each agent: at most a window
+// of specs in flight (sent, and no status at their version yet), the rest
+// held back, the newest version of each, and sent oldest first as
+// statuses come in. The window starts at n (500 keeps within half of
+// Mosquitto's default queue per client); it grows while the agent
+// acknowledges about as fast as it has lately, shrinks while
+// acknowledgements lag (a backlog builds up in the broker's queue in front
+// of the agent), down to 100 (or n if less), and halves when a spec turns
+// out lost. A broker's queue for a slow agent then holds about a window,
+// not everything the hub has for it, and drops nothing; a fast agent is
+// not held back. Resync answers are paced too, and Publish of a spec held
+// back returns nil at once.
+//
+// Statuses are the only acknowledgement the protocol has, so pacing suits
+// agents that report a status for every spec they take, soon after, as
+// OCM's work agents do: an agent that reports none gets a window's worth
+// until it does. It needs WithSpecResend. Default: off (0).
+func WithSpecWindow(n int) SourceOption {
+	return sourceOption(func(c *sourceConfig) { c.window = n })
 }
 
 // WithAgentID sets the CloudEvents source attribute of the agent's events.

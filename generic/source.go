@@ -11,6 +11,7 @@ import (
 	cloudevents "github.com/cloudevents/sdk-go/v2/event"
 
 	"github.com/workwire/sdk-go/generic/types"
+	"github.com/workwire/sdk-go/internal/ack"
 	"github.com/workwire/sdk-go/internal/resync"
 	"github.com/workwire/sdk-go/options"
 )
@@ -19,7 +20,8 @@ import (
 // agents and hands their statuses to its handlers. On start, on every
 // reconnect and periodically it asks agents for the statuses it lacks; it
 // answers agents' spec resync requests from its Lister, including
-// delete_requests for resources it no longer has.
+// delete_requests for resources it no longer has. It sends a spec again
+// when its agent does not acknowledge it (WithSpecResend).
 //
 // It is goroutine-safe. Handlers run on its worker goroutines.
 type SourceClient[T Object] struct {
@@ -27,6 +29,7 @@ type SourceClient[T Object] struct {
 	cfg      sourceConfig
 	order    statusOrder
 	sessions resync.Sessions[sessionKey, T, struct{}] // agents' spec resyncs
+	acks     *ack.Tracker                             // nil if specs are not sent again
 }
 
 // NewSourceClient returns a source client for sourceID that sends through
@@ -34,18 +37,28 @@ type SourceClient[T Object] struct {
 // resources the source holds; hash gives their status hashes; codecs (one
 // per data type) encode and decode them. It does no network I/O.
 func NewSourceClient[T Object](sourceID string, tr options.Transport, lister Lister[T], hash StatusHashGetter[T], codecs []Codec[T], opts ...SourceOption) (*SourceClient[T], error) {
-	cfg := sourceConfig{config: defaultConfig(), orphanDeletion: DeleteOwnOrphans}
+	cfg := sourceConfig{config: defaultConfig(), orphanDeletion: DeleteOwnOrphans, resendAfter: DefaultSpecResendAfter}
 	for i, o := range opts {
 		if o == nil {
 			return nil, fmt.Errorf("new source client: option %d is nil", i)
 		}
 		o.applySource(&cfg)
 	}
+	if cfg.resendAfter < 0 {
+		return nil, fmt.Errorf("new source client: spec resend: %v, want 0 (off) or more", cfg.resendAfter)
+	}
+	if cfg.window < 0 {
+		return nil, fmt.Errorf("new source client: spec window: %d, want 0 (off) or more", cfg.window)
+	}
 	c, err := newCore(SideSource, sourceID, tr, lister, hash, codecs, cfg.config)
 	if err != nil {
 		return nil, err
 	}
 	s := &SourceClient[T]{c: c, cfg: cfg, order: statusOrder{m: make(map[string]map[string]StatusOrder)}}
+	if cfg.resendAfter > 0 {
+		s.acks = ack.New(ack.Config{After: cfg.resendAfter, Max: max(SpecResendMax, cfg.resendAfter), PerRound: SpecResendPerRound, Window: cfg.window})
+		c.loops = append(c.loops, s.resendLoop)
+	}
 	c.logic = s
 	c.subs = options.SourceSubscriptions(sourceID, c.codecs.dataTypeNames())
 	return s, nil
@@ -70,7 +83,13 @@ func (s *SourceClient[T]) Healthy() error { return s.c.healthy() }
 
 // Stats returns a snapshot of the client for gauges; a source client does
 // not know how many resources it holds (Held is -1). It is goroutine-safe.
-func (s *SourceClient[T]) Stats() Stats { return s.c.stats() }
+func (s *SourceClient[T]) Stats() Stats {
+	st := s.c.stats()
+	if s.acks != nil {
+		st.Unacknowledged, st.OldestUnacknowledged = s.acks.Pending(time.Now())
+	}
+	return st
+}
 
 // Subscribe adds handlers for statuses received from agents. Call it before
 // Start.
@@ -79,8 +98,11 @@ func (s *SourceClient[T]) Subscribe(handlers ...ResourceHandler[T]) error {
 }
 
 // Publish sends obj as a spec event (create_request, update_request or
-// delete_request) to the cluster its codec names. It waits for the publish
-// rate limiter, then until the transport has sent the event.
+// delete_request) to its cluster: its namespace, or what its codec names
+// (Clusterer). It waits for the publish rate limiter, then until the
+// transport has sent the event — unless the agent's window holds the spec
+// back (WithSpecWindow): it then returns nil at once, and the spec goes
+// when statuses free the window.
 func (s *SourceClient[T]) Publish(ctx context.Context, t types.EventType, obj T) error {
 	if t.SubResource != types.SubResourceSpec || (t.Action != types.CreateRequest && t.Action != types.UpdateRequest && t.Action != types.DeleteRequest) {
 		return fmt.Errorf("publish %s: %w: a source publishes spec create, update and delete requests", t, ErrWrongEventType)
@@ -89,16 +111,28 @@ func (s *SourceClient[T]) Publish(ctx context.Context, t types.EventType, obj T)
 	if err != nil {
 		return fmt.Errorf("publish %s: %w", t, err)
 	}
-	t.DataType = codec.DataType()
+	t.DataType = codec.dt
 	evt, err := codec.Encode(s.c.ceSource, t, obj)
 	if err != nil {
 		return fmt.Errorf("publish %s: %w: %w", t, ErrEncode, err)
 	}
-	cluster, err := types.RequiredString(evt, types.ExtClusterName)
-	if err != nil {
-		return fmt.Errorf("publish %s: %w: %w", t, ErrEncode, err)
+	cluster := codec.cluster(obj)
+	if cluster == "" {
+		return fmt.Errorf("publish %s: %w: %s names no cluster", t, ErrEncode, obj.GetUID())
 	}
-	return s.c.publish(ctx, options.Route{Role: options.RoleSpec, Source: s.c.id, Cluster: cluster}, t, evt)
+	if err := s.c.checkStarted(); err != nil {
+		return err
+	}
+	// Tracked before it is sent: its status may be handled before the
+	// transport returns.
+	if !s.sending(codec, cluster, obj, t.Action == types.CreateRequest) {
+		return nil // held back by the agent's window; it goes when the window lets it
+	}
+	err = s.c.publish(ctx, options.Route{Role: options.RoleSpec, Source: s.c.id, Cluster: cluster}, t, evt)
+	if Permanent(err) {
+		s.undeliverable(codec, cluster, obj)
+	}
+	return err
 }
 
 // Resync asks every agent for the statuses of dataType (zero: every data
@@ -110,82 +144,73 @@ func (s *SourceClient[T]) Resync(ctx context.Context, dataType types.DataType) e
 
 var _ Interface[Object] = (*SourceClient[Object])(nil)
 
-func (s *SourceClient[T]) classify(d *options.Delivery, et types.EventType) (*task, DropReason, error) {
-	evt := d.Event
+func (s *SourceClient[T]) classify(d *options.Delivery, h types.Header) (*task[T], DropReason, error) {
+	evt, et := d.Event, h.Type
 	codec, err := s.c.codecs.get(et.DataType)
 	if err != nil {
 		return nil, DropUnknownDataType, err
 	}
 	cluster := d.Route.Cluster
-	ext, hasExt, err := types.StringExtension(evt, types.ExtClusterName)
 	switch {
-	case err != nil:
-		return nil, DropMalformed, err
-	case hasExt && cluster != "" && ext != cluster:
-		return nil, DropForeign, fmt.Errorf("clustername %q differs from the cluster %q the transport saw", ext, cluster)
+	case h.ClusterName != "" && cluster != "" && h.ClusterName != cluster:
+		return nil, DropForeign, fmt.Errorf("clustername %q differs from the cluster %q the transport saw", h.ClusterName, cluster)
 	case cluster == "":
-		cluster = ext
+		cluster = h.ClusterName
 	}
 	if cluster == "" {
 		return nil, DropMalformed, errors.New("no clustername extension, and the transport did not name the cluster")
 	}
-	if !hasExt {
-		// The event names the cluster the transport saw (an MQTT topic's),
-		// so the object the codec decodes is of that cluster, whatever
-		// else the event claims.
-		evt.SetExtension(types.ExtClusterName, cluster)
-	}
+	// The object the codec decodes is of the cluster the transport saw
+	// (an MQTT topic's), whatever else the event claims.
+	h.ClusterName = cluster
 	switch {
 	case et.SubResource == types.SubResourceStatus && et.Action != types.ResyncRequest:
-		id, err := types.RequiredString(evt, types.ExtResourceID)
-		if err != nil {
-			return nil, DropMalformed, err
-		}
-		version, _, err := types.Int64Extension(evt, types.ExtResourceVersion)
-		if err != nil {
-			return nil, DropMalformed, err
-		}
-		seq, hasSeq, err := types.SequenceID(evt)
-		if err != nil {
-			return nil, DropMalformed, err
+		if h.ResourceID == "" {
+			return nil, DropMalformed, errors.New("no resourceid extension")
 		}
 		if d.Route.Source != "" && d.Route.Source != s.c.id {
 			return nil, DropForeign, fmt.Errorf("status for source %q", d.Route.Source)
 		}
-		if orig, ok, err := types.StringExtension(evt, types.ExtOriginalSource); err != nil {
-			return nil, DropMalformed, err
-		} else if ok && orig != s.c.id {
-			return nil, DropForeign, fmt.Errorf("status for source %q", orig)
+		if h.OriginalSource != "" && h.OriginalSource != s.c.id {
+			return nil, DropForeign, fmt.Errorf("status for source %q", h.OriginalSource)
 		}
-		et.DataType = codec.DataType()
+		et.DataType = codec.dt
 		et.Action = types.UpdateRequest // an OCM agent answers a status resync with resync_response
-		return &task{
-			kind: taskEvent, lane: laneUpdate, evt: evt, et: et,
-			route:      options.Route{Role: options.RoleStatus, Source: s.c.id, Cluster: cluster},
-			resourceID: id, version: version, seq: seq, hasSeq: hasSeq,
+		return &task[T]{
+			kind: taskEvent, lane: laneUpdate, evt: evt, h: h, et: et, codec: codec,
+			route: options.Route{Role: options.RoleStatus, Source: s.c.id, Cluster: cluster},
 		}, "", nil
 	case et.SubResource == types.SubResourceSpec && et.Action == types.ResyncRequest:
-		return &task{
+		return &task[T]{
 			kind: taskResyncRequest, lane: laneResync, batches: []*cloudevents.Event{evt},
 			route:    options.Route{Role: options.RoleSpecResync, Cluster: cluster},
-			dataType: codec.DataType(),
+			dataType: codec.dt,
 		}, "", nil
 	default:
 		return nil, DropUnexpected, fmt.Errorf("a source does not handle %s events", et)
 	}
 }
 
-func (s *SourceClient[T]) handleEvent(ctx context.Context, t *task) error {
-	cluster := t.route.Cluster
-	order := StatusOrder{Version: t.version, Sequence: t.seq, HasSequence: t.hasSeq}
-	if s.order.stale(cluster, t.resourceID, order) {
-		return &dropError{reason: DropOutOfOrder, err: fmt.Errorf("status of %s (version %d, sequence %d) from %s arrived after a newer one", t.resourceID, t.version, t.seq, cluster)}
+func (s *SourceClient[T]) handleEvent(ctx context.Context, t *task[T]) error {
+	cluster, id := t.route.Cluster, t.h.ResourceID
+	if p, ok := s.tracked(t.codec, cluster); ok {
+		// Whatever becomes of the status, the agent holds its version.
+		d, ok, released := s.acks.Acked(p, id, t.h.Version, time.Now())
+		if ok {
+			s.c.cfg.observer.SpecAcknowledged(t.codec.dt, d)
+		}
+		for _, r := range released {
+			if err := s.sendSpec(ctx, t.codec, cluster, r.Object.(T), !r.Create); err != nil {
+				// Tracked in flight: it is sent again when due.
+				s.c.cfg.errorHandler(ctx, err, "cannot send a spec the window let go; sent again later", "cluster", cluster, "resourceID", r.ResourceID)
+			}
+		}
 	}
-	codec, err := s.c.codecs.get(t.et.DataType)
-	if err != nil {
-		return &dropError{reason: DropUnknownDataType, err: err}
+	order := StatusOrder{Version: t.h.Version, Sequence: t.h.Sequence, HasSequence: t.h.HasSequence}
+	if s.order.stale(cluster, id, order) {
+		return &dropError{reason: DropOutOfOrder, err: fmt.Errorf("status of %s (version %d, sequence %d) from %s arrived after a newer one", id, t.h.Version, t.h.Sequence, cluster)}
 	}
-	obj, err := codec.Decode(t.evt)
+	obj, err := t.codec.Decode(t.h, t.evt)
 	if err != nil {
 		return &dropError{reason: DropDecode, err: &DecodeError{EventID: t.evt.ID(), EventType: t.evt.Type(), Err: err}}
 	}
@@ -193,28 +218,25 @@ func (s *SourceClient[T]) handleEvent(ctx context.Context, t *task) error {
 	if err := s.c.callHandlers(ctx, t.et, obj); err != nil {
 		return err
 	}
-	s.order.record(cluster, t.resourceID, order)
+	s.order.record(cluster, id, order)
 	return nil
 }
 
 // answerResync answers one batch of an agent's spec resync request as
-// package resync decides: it sends every resource the batch names whose
-// version is older than ours (or that is being deleted), a delete_request
-// for every resource it names that we no longer have and that is ours to
-// delete, and, with the last batch, every resource no batch named.
+// package resync answers it for every source (resync.AnswerSpec).
 func (s *SourceClient[T]) answerResync(ctx context.Context, cluster string, dt types.DataType, batch *cloudevents.Event) error {
 	c := s.c
-	resyncID, index, total, err := resync.BatchOf(batch)
+	req, err := resync.ParseSpecRequest(batch)
 	if err != nil {
 		return malformed(err)
 	}
-	req, err := types.DecodeResourceVersionList(batch.Data())
+	seq, hasSeq, err := types.SequenceID(batch)
 	if err != nil {
 		return malformed(err)
 	}
-	eventSource, _, err := types.StringExtension(batch, types.ExtOriginalSource)
+	codec, err := c.codecs.get(dt)
 	if err != nil {
-		return malformed(err)
+		return &dropError{reason: DropUnknownDataType, err: err}
 	}
 	orphans := resync.Orphans{
 		Source:       c.id,
@@ -222,75 +244,60 @@ func (s *SourceClient[T]) answerResync(ctx context.Context, cluster string, dt t
 		Never:        s.cfg.orphanDeletion == KeepOrphans,
 		Grace:        time.Since(c.started()) < s.cfg.orphanGrace,
 	}
-	seq, hasSeq, err := types.SequenceID(batch)
-	if err != nil {
-		return malformed(err)
-	}
-	key := sessionKey{peer: cluster, dt: dt}
-	sess, fresh := s.sessions.Open(key, resyncID, total, c.cfg.sessionTTL, time.Now())
-	if fresh {
-		// The agent may have restarted with a sequence behind the one its
-		// earlier run left marks with.
-		s.order.resync(cluster, seq, hasSeq)
-		objs, err := c.lister.List(ListOptions{Source: c.id, ClusterName: cluster, DataType: dt})
-		if err != nil {
-			s.sessions.Close(key, sess)
-			return fmt.Errorf("list %s for spec resync of %s: %w", dt, cluster, err)
-		}
-		sess.Hold(byUID(objs))
-	}
-	if sess.Answered(index) {
-		return nil // a redelivered batch
-	}
-	codec, err := c.codecs.get(dt)
-	if err != nil {
-		return &dropError{reason: DropUnknownDataType, err: err}
-	}
-	kept := 0
-	var sends []func() error
-	for _, e := range req.ResourceVersions {
-		obj, ok := sess.Name(e.ResourceID)
-		v := resync.Spec(heldOf(codec, obj, ok), ok, e, eventSource, orphans)
-		if v == resync.AgentAhead {
-			if obj, err = s.repairVersion(ctx, obj, e.ResourceVersion); err != nil {
-				return err
+	src := specAnswer[T]{s: s, codec: codec, cluster: cluster}
+	answer, err := resync.AnswerSpec(ctx, &s.sessions, sessionKey{peer: cluster, dt: dt}, c.cfg.sessionTTL, req, orphans, src,
+		func(*resync.Session[T, struct{}]) {
+			// The agent may have restarted with a sequence behind the one
+			// its earlier run left marks with.
+			s.order.resync(cluster, seq, hasSeq)
+			if p, ok := s.tracked(codec, cluster); ok {
+				s.acks.Resynced(p, time.Now())
 			}
-			v = resync.Spec(heldOf(codec, obj, ok), ok, e, eventSource, orphans)
-		}
-		switch v {
-		case resync.Send:
-			sends = append(sends, func() error { return s.sendSpec(ctx, codec, cluster, obj, true) })
-		case resync.DeleteOrphan:
-			sends = append(sends, func() error { return s.sendOrphanDelete(ctx, dt, cluster, e) })
-		case resync.KeepOrphan:
-			kept++
-		}
-	}
-	if err := sess.Send(sends); err != nil {
+		})
+	if err != nil {
 		return err
 	}
-	if kept > 0 {
-		c.log.V(2).Info("in the orphan grace period: orphans are kept for now", "cluster", cluster, "orphans", kept)
+	if answer.Kept > 0 {
+		c.log.V(2).Info("in the orphan grace period: orphans are kept for now", "cluster", cluster, "orphans", answer.Kept)
 	}
-	if !sess.Finish(index) {
-		return nil
+	if sess := answer.Done; sess != nil {
+		c.resyncAnswered(dt, sess.Sent, sess.Opened())
+		c.log.V(2).Info("answered spec resync", "cluster", cluster, "dataType", dt, "sent", sess.Sent, "held", sess.Held())
 	}
-	if err := sess.AnswerUnnamed(func(obj T) error { return s.sendSpec(ctx, codec, cluster, obj, false) }); err != nil {
-		return err
-	}
-	s.sessions.Close(key, sess)
-	c.resyncAnswered(dt, sess.Sent, sess.Opened())
-	c.log.V(2).Info("answered spec resync", "cluster", cluster, "dataType", dt, "sent", sess.Sent, "held", sess.Held())
 	return nil
 }
 
-// heldOf is what package resync needs to know of obj, if ok, whose codec
-// is c.
-func heldOf[T Object](c Codec[T], obj T, ok bool) resync.Held {
-	if !ok {
-		return resync.Held{}
+// specAnswer is the source client as resync.AnswerSpec sees it, answering
+// cluster's spec resync of codec's data type.
+type specAnswer[T Object] struct {
+	s       *SourceClient[T]
+	codec   *codecOf[T]
+	cluster string
+}
+
+func (a specAnswer[T]) List(context.Context) (map[string]T, error) {
+	dt := a.codec.dt
+	objs, err := a.s.c.lister.List(ListOptions{Source: a.s.c.id, ClusterName: a.cluster, DataType: dt})
+	if err != nil {
+		return nil, fmt.Errorf("list %s for spec resync of %s: %w", dt, a.cluster, err)
 	}
-	return resync.Held{Version: versionOf(c, obj), Deleting: obj.GetDeletionTimestamp() != nil}
+	return byUID(objs), nil
+}
+
+func (a specAnswer[T]) Held(obj T) resync.Held {
+	return resync.Held{Version: a.codec.version(obj), Deleting: obj.GetDeletionTimestamp() != nil}
+}
+
+func (a specAnswer[T]) Repair(ctx context.Context, obj T, agentVersion int64) (T, error) {
+	return a.s.repairVersion(ctx, obj, agentVersion)
+}
+
+func (a specAnswer[T]) Send(ctx context.Context, obj T, agentHolds bool) error {
+	return a.s.sendSpec(ctx, a.codec, a.cluster, obj, agentHolds)
+}
+
+func (a specAnswer[T]) DeleteOrphan(ctx context.Context, e types.ResourceVersion) error {
+	return a.s.sendOrphanDelete(ctx, a.codec.dt, a.cluster, e)
 }
 
 // byUID indexes objs by their UID, the resource ID.
@@ -318,11 +325,12 @@ func (s *SourceClient[T]) repairVersion(ctx context.Context, obj T, agentVersion
 	return repaired, nil
 }
 
-// sendSpec sends obj to cluster: a delete_request if it is being deleted,
-// else an update_request if the agent holds it, else a create_request. An
-// object the codec cannot encode is reported and skipped, so it cannot hold
-// up the others; nor can one too large for the transport.
-func (s *SourceClient[T]) sendSpec(ctx context.Context, codec Codec[T], cluster string, obj T, agentHolds bool) error {
+// sendSpec sends obj to cluster — in a resync's answer, again, or as the
+// window lets it go: a delete_request if it is being deleted, else an
+// update_request if the agent holds it, else a create_request. An object
+// the codec cannot encode is reported and skipped, so it cannot hold up
+// the others; nor can one too large for the transport.
+func (s *SourceClient[T]) sendSpec(ctx context.Context, codec *codecOf[T], cluster string, obj T, agentHolds bool) error {
 	action := types.CreateRequest
 	switch {
 	case obj.GetDeletionTimestamp() != nil:
@@ -330,27 +338,124 @@ func (s *SourceClient[T]) sendSpec(ctx context.Context, codec Codec[T], cluster 
 	case agentHolds:
 		action = types.UpdateRequest
 	}
-	et := types.EventType{DataType: codec.DataType(), SubResource: types.SubResourceSpec, Action: action}
+	et := types.EventType{DataType: codec.dt, SubResource: types.SubResourceSpec, Action: action}
 	evt, err := codec.Encode(s.c.ceSource, et, obj)
 	if err != nil {
-		s.c.cfg.errorHandler(s.c.ctx, err, "cannot encode resource for resync; skipped", "resourceID", obj.GetUID(), "cluster", cluster)
+		s.c.cfg.errorHandler(s.c.ctx, err, "cannot encode resource; skipped", "resourceID", obj.GetUID(), "cluster", cluster)
+		s.undeliverable(codec, cluster, obj)
 		return nil
 	}
-	return s.c.sendAnswer(ctx, options.Route{Role: options.RoleSpec, Source: s.c.id, Cluster: cluster}, et, evt, string(obj.GetUID()))
+	if !s.sending(codec, cluster, obj, action == types.CreateRequest) {
+		return nil // held back by the agent's window
+	}
+	sent, err := s.c.sendAnswer(ctx, options.Route{Role: options.RoleSpec, Source: s.c.id, Cluster: cluster}, et, evt, string(obj.GetUID()))
+	if !sent && err == nil {
+		s.undeliverable(codec, cluster, obj) // too large
+	}
+	return err
 }
 
-// sendOrphanDelete asks cluster to delete a resource we no longer have. We
-// have no object to encode, so the event carries the identity only.
+// tracked returns the peer whose acknowledgements of codec's specs s
+// waits for at cluster, and false if it waits for none: specs are not
+// sent again, or codec's statuses do not carry its specs' versions
+// (a Versioner's).
+func (s *SourceClient[T]) tracked(codec *codecOf[T], cluster string) (ack.Peer, bool) {
+	if s.acks == nil || codec.versioner != nil {
+		return ack.Peer{}, false
+	}
+	return ack.Peer{Cluster: cluster, DataType: codec.name}, true
+}
+
+// sending records a spec about to be sent to cluster, to be acknowledged,
+// and reports whether to send it now: false if the agent's window holds it
+// back (ack.Tracker.Send).
+func (s *SourceClient[T]) sending(codec *codecOf[T], cluster string, obj T, create bool) bool {
+	if p, ok := s.tracked(codec, cluster); ok {
+		return s.acks.Send(p, string(obj.GetUID()), obj.GetGeneration(), create, obj, time.Now())
+	}
+	return true
+}
+
+// undeliverable forgets a spec that cannot be sent (Permanent): sending
+// it again would fail the same way. A spec that failed otherwise stays
+// tracked, to be sent again if nothing else delivers it.
+func (s *SourceClient[T]) undeliverable(codec *codecOf[T], cluster string, obj T) {
+	if p, ok := s.tracked(codec, cluster); ok {
+		s.acks.Forget(p, string(obj.GetUID()))
+	}
+}
+
+// resendLoop sends again, every quarter of the resend delay, the specs
+// that are due (ack.Tracker.Due).
+func (s *SourceClient[T]) resendLoop(ctx context.Context) {
+	tick := time.NewTicker(s.acks.Config().Tick())
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case now := <-tick.C:
+			for p, due := range s.acks.Due(now) {
+				if err := s.resend(ctx, p, due); err != nil && ctx.Err() == nil {
+					s.c.cfg.errorHandler(ctx, err, "cannot send unacknowledged specs again; retried later", "cluster", p.Cluster, "dataType", p.DataType)
+				}
+			}
+		}
+	}
+}
+
+// resend sends p's agent the specs due: those the window let go, and
+// those due again, as the Lister has them now; what it no longer has, or
+// has at an older version (a source that lost its versions), is not
+// waited for any more: a spec resync settles it.
+func (s *SourceClient[T]) resend(ctx context.Context, p ack.Peer, due []ack.Due) error {
+	i := slices.IndexFunc(s.c.codecs.list, func(c *codecOf[T]) bool { return c.name == p.DataType })
+	if i < 0 {
+		return fmt.Errorf("%w %s", ErrUnknownDataType, p.DataType)
+	}
+	codec := s.c.codecs.list[i]
+	var held map[string]T
+	for _, d := range due {
+		if d.Object != nil {
+			if err := s.sendSpec(ctx, codec, p.Cluster, d.Object.(T), !d.Create); err != nil {
+				return err
+			}
+			continue
+		}
+		if held == nil {
+			objs, err := s.c.lister.List(ListOptions{Source: s.c.id, ClusterName: p.Cluster, DataType: codec.dt})
+			if err != nil {
+				return fmt.Errorf("list %s of %s: %w", codec.dt, p.Cluster, err)
+			}
+			held = byUID(objs)
+		}
+		obj, ok := held[d.ResourceID]
+		if !ok || obj.GetGeneration() < d.Version {
+			s.acks.Forget(p, d.ResourceID)
+			continue
+		}
+		if s.c.limiter != nil {
+			if err := s.c.limiter.Wait(ctx); err != nil {
+				return err
+			}
+		}
+		s.c.log.V(4).Info("sending an unacknowledged spec again", "cluster", p.Cluster, "resourceID", d.ResourceID, "version", d.Version)
+		if err := s.sendSpec(ctx, codec, p.Cluster, obj, !d.Create); err != nil {
+			return err
+		}
+		s.c.cfg.observer.SpecResent(codec.dt)
+	}
+	return nil
+}
+
+// sendOrphanDelete asks cluster to delete a resource we no longer have.
 func (s *SourceClient[T]) sendOrphanDelete(ctx context.Context, dt types.DataType, cluster string, e types.ResourceVersion) error {
-	et := types.EventType{DataType: dt, SubResource: types.SubResourceSpec, Action: types.DeleteRequest}
-	evt := newEvent(s.c.ceSource, et)
-	evt.SetExtension(types.ExtResourceID, e.ResourceID)
-	evt.SetExtension(types.ExtClusterName, cluster)
-	types.SetTimeExtension(evt, types.ExtDeletionTimestamp, time.Now())
-	if err := types.SetInt32Extension(evt, types.ExtResourceVersion, e.ResourceVersion); err != nil {
+	evt, err := resync.OrphanDelete(s.c.ceSource, dt, cluster, e)
+	if err != nil {
 		s.c.cfg.errorHandler(s.c.ctx, err, "cannot delete orphan; skipped", "resourceID", e.ResourceID, "cluster", cluster)
 		return nil
 	}
+	et := types.EventType{DataType: dt, SubResource: types.SubResourceSpec, Action: types.DeleteRequest}
 	return s.c.send(ctx, options.Route{Role: options.RoleSpec, Source: s.c.id, Cluster: cluster}, et, evt)
 }
 
@@ -379,7 +484,7 @@ func (s *SourceClient[T]) requestResync(ctx context.Context, dt types.DataType) 
 		entries = entries[:0] // no status at all: ask for every one
 	}
 	et := types.EventType{DataType: dt, SubResource: types.SubResourceStatus, Action: types.ResyncRequest}
-	events, err := buildResyncEvents(c.ceSource, et, entries, c.maxEventBytes(),
+	events, err := resync.Request(c.ceSource, et, entries, c.maxEventBytes(),
 		types.StatusHashSize, func(e []types.StatusHash) any { return types.StatusHashList{StatusHashes: e} }, nil)
 	if err != nil {
 		return err

@@ -78,25 +78,14 @@ func (widgetCodec) Encode(source string, t types.EventType, w *widget) (*cloudev
 	return &evt, nil
 }
 
-func (widgetCodec) Decode(evt *cloudevents.Event) (*widget, error) {
-	t, err := types.ParseEventType(evt.Type())
-	if err != nil {
-		return nil, err
+func (widgetCodec) Decode(h types.Header, evt *cloudevents.Event) (*widget, error) {
+	t := h.Type
+	if h.ResourceID == "" {
+		return nil, types.Missing(evt, types.ExtResourceID)
 	}
-	id, err := types.RequiredString(evt, types.ExtResourceID)
-	if err != nil {
-		return nil, err
-	}
-	gen, _, err := types.Int64Extension(evt, types.ExtResourceVersion)
-	if err != nil {
-		return nil, err
-	}
-	cluster, _, _ := types.StringExtension(evt, types.ExtClusterName)
-	w := &widget{ObjectMeta: metav1.ObjectMeta{UID: kubetypes.UID(id), Generation: gen, Namespace: cluster}}
-	if ts, ok, err := types.TimeExtension(evt, types.ExtDeletionTimestamp); err != nil {
-		return nil, err
-	} else if ok {
-		w.DeletionTimestamp = &metav1.Time{Time: ts}
+	w := &widget{ObjectMeta: metav1.ObjectMeta{UID: kubetypes.UID(h.ResourceID), Generation: h.Version, Namespace: h.ClusterName}}
+	if h.HasDeletion {
+		w.DeletionTimestamp = &metav1.Time{Time: h.Deletion}
 	}
 	var payload map[string]string
 	if len(evt.Data()) > 0 {

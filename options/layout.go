@@ -192,16 +192,19 @@ func (t *Topics) Topic(r Route) (string, error) {
 	if err := r.Validate(); err != nil {
 		return "", err
 	}
-	return t.fill(r.Role, r.Source, r.Cluster, false)
+	return t.fill(r.Role, r.Source, r.Cluster, false, false) // Validate checked the IDs
 }
 
 // Filter returns the topic filter that subscribes to s, with "+" where s
 // leaves an ID empty.
 func (t *Topics) Filter(s Subscription) (string, error) {
-	return t.fill(s.Role, s.Source, s.Cluster, true)
+	return t.fill(s.Role, s.Source, s.Cluster, true, true)
 }
 
-func (t *Topics) fill(r Role, source, cluster string, wildcard bool) (string, error) {
+// fill expands r's template with source and cluster: "+" for an empty one
+// if wildcard; each checked (ValidateID) if checkIDs, else only that it is
+// there.
+func (t *Topics) fill(r Role, source, cluster string, wildcard, checkIDs bool) (string, error) {
 	if r < RoleSpec || r > RoleStatusResync {
 		return "", fmt.Errorf("unknown role %d", int(r))
 	}
@@ -224,8 +227,10 @@ func (t *Topics) fill(r Role, source, cluster string, wildcard bool) (string, er
 			b.WriteByte('+')
 			continue
 		}
-		if err := ValidateID(kind, id); err != nil {
-			return "", fmt.Errorf("%s topic: %w", r, err)
+		if checkIDs || id == "" {
+			if err := ValidateID(kind, id); err != nil {
+				return "", fmt.Errorf("%s topic: %w", r, err)
+			}
 		}
 		b.WriteString(id)
 	}

@@ -38,6 +38,11 @@
 // them in the background, newest first, retries what may pass later, and
 // resync heals what it could not.
 //
+// Create, Update and Patch refuse, as 422 Invalid naming each, manifests
+// that are not JSON objects with an apiVersion and a kind, as a
+// kube-apiserver (whose CRD declares them embedded resources) and
+// work/workstore do.
+//
 // A work that can never be sent is refused or reported, never retried: if
 // the transport's event size limit is known (options.EventSizeLimiter), Create,
 // Update and Patch answer a work whose manifests and metadata alone exceed

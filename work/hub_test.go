@@ -61,6 +61,12 @@ func TestHubWrites(t *testing.T) {
 		if _, err := works.Create(ctx, bad, metav1.CreateOptions{}); !apierrors.IsInvalid(err) {
 			t.Errorf("a manifest that is not an object: %v, want Invalid", err)
 		}
+		// The rule a kube-apiserver and a workstore apply: a manifest
+		// names its apiVersion and kind.
+		bad.Spec.Workload.Manifests[0].Raw = []byte(`{"metadata":{"name":"x"}}`)
+		if _, err := works.Create(ctx, bad, metav1.CreateOptions{}); !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), "apiVersion and kind") {
+			t.Errorf("a manifest without apiVersion and kind: %v, want Invalid", err)
+		}
 		// A namespace no topic or route can carry is refused at the call,
 		// not left to fail at every publish.
 		for _, ns := range []string{"bad/name", "a+b", "x#", "Upper", strings.Repeat("c", 64)} {

@@ -2,18 +2,16 @@ package work
 
 import (
 	"bytes"
-	"encoding/json"
 
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/util/validation/field"
 	workv1 "open-cluster-management.io/api/work/v1"
 
 	"github.com/workwire/sdk-go/codec"
 	"github.com/workwire/sdk-go/internal/engine"
-	"github.com/workwire/sdk-go/internal/jsonscan"
+	"github.com/workwire/sdk-go/internal/manifests"
 )
 
 var (
@@ -21,34 +19,30 @@ var (
 	manifestWorksResource = schema.GroupResource{Group: workv1.GroupName, Resource: "manifestworks"}
 )
 
-// manifestWorkKind is what the engine knows of a ManifestWork: what any
-// kind has by reflection, done without it on the hot paths, and the checks
-// a ManifestWork needs beyond its metadata.
+// manifestWorkKind is what the engine knows of a ManifestWork: what it
+// knows of any type (engine.KindOf, as package resource has it), and where
+// a ManifestWork needs more — its manifests, most of its size, shared
+// between copies and compared by their bytes; its manifests checked; its
+// status hashed as OCM's peers hash it (codec.StatusHash); its Deleted
+// condition worded for a work.
 func manifestWorkKind() *engine.Kind[*workv1.ManifestWork] {
-	return &engine.Kind[*workv1.ManifestWork]{
-		GVK:        manifestWorkGVK,
-		Resource:   manifestWorksResource,
-		New:        func() *workv1.ManifestWork { return &workv1.ManifestWork{} },
-		Copy:       (*workv1.ManifestWork).DeepCopy,
-		Share:      shareManifests,
-		Shallow:    func(w *workv1.ManifestWork) *workv1.ManifestWork { c := *w; return &c },
-		SameSpec:   func(a, b *workv1.ManifestWork) bool { return sameSpec(&a.Spec, &b.Spec) },
-		SetSpec:    func(dst, src *workv1.ManifestWork) { dst.Spec = src.Spec },
-		SameStatus: func(a, b *workv1.ManifestWork) bool { return equality.Semantic.DeepEqual(a.Status, b.Status) },
-		SetStatus:  func(dst, src *workv1.ManifestWork) { dst.Status = src.Status },
-		StatusHash: codec.StatusHash,
-		Deleted: func(w *workv1.ManifestWork) bool {
-			return meta.IsStatusConditionTrue(w.Status.Conditions, codec.WorkDeleted)
-		},
-		MarkDeleted: func(w *workv1.ManifestWork) {
-			meta.SetStatusCondition(&w.Status.Conditions, metav1.Condition{
-				Type: codec.WorkDeleted, Status: metav1.ConditionTrue, Reason: "WorkDeleted",
-				Message: "the work's resources are removed from the cluster", ObservedGeneration: w.Generation,
-			})
-		},
-		Validate:      validateManifests,
-		MinEventBytes: minEventBytes,
+	k, err := engine.KindOf[*workv1.ManifestWork](manifestWorkGVK, manifestWorksResource.Resource)
+	if err != nil {
+		panic(err) // ManifestWork is a Kubernetes type: KindOf cannot refuse it
 	}
+	k.Copy = (*workv1.ManifestWork).DeepCopy
+	k.Share = shareManifests
+	k.SameSpec = func(a, b *workv1.ManifestWork) bool { return sameSpec(&a.Spec, &b.Spec) }
+	k.StatusHash = codec.StatusHash
+	k.MarkDeleted = func(w *workv1.ManifestWork) {
+		meta.SetStatusCondition(&w.Status.Conditions, metav1.Condition{
+			Type: codec.WorkDeleted, Status: metav1.ConditionTrue, Reason: "WorkDeleted",
+			Message: "the work's resources are removed from the cluster", ObservedGeneration: w.Generation,
+		})
+	}
+	k.Validate = manifests.Check
+	k.MinEventBytes = minEventBytes
+	return &k
 }
 
 // shareManifests copies w deeply except for its manifests' raw bytes, which
@@ -90,35 +84,6 @@ func sameSpec(a, b *workv1.ManifestWorkSpec) bool {
 	restA, restB := *a, *b
 	restA.Workload.Manifests, restB.Workload.Manifests = nil, nil
 	return equality.Semantic.DeepEqual(restA, restB)
-}
-
-// validateManifests checks that every manifest is a JSON object, so a bad
-// work fails at the call instead of later, at publish.
-func validateManifests(w *workv1.ManifestWork) field.ErrorList {
-	var errs field.ErrorList
-	manifests := field.NewPath("spec", "workload", "manifests")
-	for i, m := range w.Spec.Workload.Manifests {
-		raw := m.Raw
-		if raw == nil && m.Object != nil {
-			var err error
-			if raw, err = json.Marshal(m.Object); err != nil {
-				errs = append(errs, field.Invalid(manifests.Index(i), "", err.Error()))
-				continue
-			}
-		}
-		raw = bytes.TrimSpace(raw)
-		if len(raw) == 0 || raw[0] != '{' || !jsonscan.Valid(raw) {
-			errs = append(errs, field.Invalid(manifests.Index(i), string(truncate(raw, 64)), "must be a JSON object"))
-		}
-	}
-	return errs
-}
-
-func truncate(b []byte, n int) []byte {
-	if len(b) <= n {
-		return b
-	}
-	return append(b[:n:n], "..."...)
 }
 
 // minEventBytes is a lower bound of the size of w's spec event: workwire's

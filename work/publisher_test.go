@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	kubetypes "k8s.io/apimachinery/pkg/types"
+	workv1client "open-cluster-management.io/api/client/work/clientset/versioned/typed/work/v1"
 	workv1 "open-cluster-management.io/api/work/v1"
 
 	"github.com/workwire/sdk-go/generic"
@@ -216,15 +217,7 @@ func TestStatusResendFollowsEachNewGeneration(t *testing.T) {
 	hubWorks := hub.WorkInterface().WorkV1().ManifestWorks("cluster1")
 	agentWorks := agent.WorkInterface().WorkV1().ManifestWorks("cluster1")
 	ctx := context.Background()
-	if _, err := hubWorks.Create(ctx, newWork("w", "v1", nil), metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	var w *workv1.ManifestWork
-	eventually(t, "the work at the agent", func() bool {
-		var err error
-		w, err = agentWorks.Get(ctx, "w", metav1.GetOptions{})
-		return err == nil
-	})
+	w := createAtAgent(t, hubWorks, agentWorks, "w")
 	setStatus := func(w *workv1.ManifestWork, reason string) *workv1.ManifestWork {
 		t.Helper()
 		w = w.DeepCopy()
@@ -277,7 +270,53 @@ func TestStatusResendFollowsEachNewGeneration(t *testing.T) {
 	if n := counter.n.Load(); n != 6 {
 		t.Errorf("%d status events, want 6", n)
 	}
-	if _, err := hubWorks.Get(ctx, "w", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
-		t.Errorf("the hub still holds the deleted work: %v", err)
+	// Counted as the agent sends them: the hub takes them in its own time.
+	eventually(t, "the hub forgets the deleted work", func() bool {
+		_, err := hubWorks.Get(ctx, "w", metav1.GetOptions{})
+		return apierrors.IsNotFound(err)
+	})
+}
+
+// A status lost on its way to the hub is not lost for good: the hub, which
+// no status acknowledged the work's spec for, sends the spec again, and the
+// agent, holding that spec as it is, answers with the status it has.
+func TestALostStatusIsSentAgainWhenTheSpecComesAgain(t *testing.T) {
+	t.Parallel()
+	b := memory.NewBroker()
+	hub := startHolder(t, hubBuilder(memoryTransport(b), "hub").WithSourceOptions(generic.WithSpecResend(50*time.Millisecond)))
+	agent := startHolder(t, agentBuilder(memoryTransport(b), "cluster1"))
+	hubWorks := hub.WorkInterface().WorkV1().ManifestWorks("cluster1")
+	agentWorks := agent.WorkInterface().WorkV1().ManifestWorks("cluster1")
+	ctx := context.Background()
+	w := createAtAgent(t, hubWorks, agentWorks, "w")
+
+	b.SetFaults(memory.Faults{Drop: 1, Roles: []options.Role{options.RoleStatus}})
+	meta.SetStatusCondition(&w.Status.Conditions, metav1.Condition{Type: workv1.WorkApplied, Status: metav1.ConditionTrue, Reason: "Applied", ObservedGeneration: 1})
+	if _, err := agentWorks.UpdateStatus(ctx, w, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
 	}
+	eventually(t, "the status lost", func() bool { return b.FaultStats().Dropped >= 1 })
+	b.SetFaults(memory.Faults{})
+
+	eventually(t, "the status at the hub", func() bool {
+		w, err := hubWorks.Get(ctx, "w", metav1.GetOptions{})
+		return err == nil && meta.IsStatusConditionTrue(w.Status.Conditions, workv1.WorkApplied)
+	})
+}
+
+// createAtAgent creates work name on the hub and returns it once the agent
+// holds it.
+func createAtAgent(t *testing.T, hubWorks, agentWorks workv1client.ManifestWorkInterface, name string) *workv1.ManifestWork {
+	t.Helper()
+	ctx := context.Background()
+	if _, err := hubWorks.Create(ctx, newWork(name, "v1", nil), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	var w *workv1.ManifestWork
+	eventually(t, "the work at the agent", func() bool {
+		var err error
+		w, err = agentWorks.Get(ctx, name, metav1.GetOptions{})
+		return err == nil
+	})
+	return w
 }

@@ -48,6 +48,7 @@ func main() {
 	phases := flag.String("phases", strings.Join(cfg.phases, ","), "phases to run, comma-separated")
 	flag.IntVar(&cfg.kafkaPartitions, "kafka-partitions", cfg.kafkaPartitions, "partitions per topic of the embedded Kafka: an agent reads its cluster's partition, so each also reads clusters/partitions clusters' spec traffic")
 	flag.BoolVar(&cfg.noRateLimit, "no-rate-limit", false, "turn the publish rate limiter off (default: the SDK's default limit)")
+	flag.IntVar(&cfg.specWindow, "spec-window", 0, "pace each agent with a window of this many unacknowledged specs (generic.WithSpecWindow; default: off)")
 	flag.BoolVar(&cfg.json, "json", false, "print the results as JSON too")
 	flag.DurationVar(&cfg.timeout, "timeout", cfg.timeout, "give up a phase after this long")
 	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
@@ -93,6 +94,7 @@ type config struct {
 	manifestBytes   int
 	phases          []string
 	noRateLimit     bool
+	specWindow      int
 	kafkaPartitions int
 	json            bool
 	timeout         time.Duration
@@ -109,6 +111,9 @@ func (c config) validate() error {
 	var errs []string
 	if c.clusters < 1 || c.works < c.clusters {
 		errs = append(errs, "want 1 <= clusters <= works")
+	}
+	if c.specWindow < 0 {
+		errs = append(errs, "-spec-window must be 0 (off) or more")
 	}
 	if c.kafkaPartitions < 1 {
 		errs = append(errs, "-kafka-partitions must be at least 1")
@@ -147,6 +152,7 @@ type Result struct {
 	Works         int           `json:"works"`
 	ManifestBytes int           `json:"manifestBytes"`
 	RateLimit     string        `json:"rateLimit"`
+	SpecWindow    int           `json:"specWindow,omitempty"`
 	Phases        []PhaseResult `json:"phases"`
 	// HeapPerWork is the live heap the works add after delivery, hub and
 	// agents together; HubHeapPerWork and AgentHeapPerWork split it (measured
@@ -175,8 +181,12 @@ type PhaseResult struct {
 }
 
 func (r *Result) print(w io.Writer) {
-	fmt.Fprintf(w, "\nworkwire bench: transport %s, %d works over %d clusters, %d-byte manifests, rate limit %s\n\n",
-		r.Transport, r.Works, r.Clusters, r.ManifestBytes, r.RateLimit)
+	window := "off"
+	if r.SpecWindow > 0 {
+		window = fmt.Sprint(r.SpecWindow)
+	}
+	fmt.Fprintf(w, "\nworkwire bench: transport %s, %d works over %d clusters, %d-byte manifests, rate limit %s, spec window %s\n\n",
+		r.Transport, r.Works, r.Clusters, r.ManifestBytes, r.RateLimit, window)
 	fmt.Fprintf(w, "%-14s %10s %12s %8s %10s %10s\n", "phase", "time", "works/s", "vs raw", "p50", "p99")
 	for _, p := range r.Phases {
 		ratio, p50, p99 := "", "", ""

@@ -66,7 +66,7 @@ func run(ctx context.Context, cfg config, progress io.Writer) (*Result, error) {
 		return nil, err
 	}
 	b := &bench{cfg: cfg, env: e, works: buildWorks(cfg), progress: progress, res: &Result{
-		Transport: cfg.transport, Clusters: cfg.clusters, Works: cfg.works, ManifestBytes: cfg.manifestBytes, RateLimit: "default",
+		Transport: cfg.transport, Clusters: cfg.clusters, Works: cfg.works, ManifestBytes: cfg.manifestBytes, RateLimit: "default", SpecWindow: cfg.specWindow,
 	}}
 	if cfg.noRateLimit {
 		b.res.RateLimit = "off"
@@ -152,6 +152,7 @@ func (b *bench) startHub(ctx context.Context) error {
 	for _, o := range b.clientOpts() {
 		opts = append(opts, o)
 	}
+	opts = append(opts, generic.WithSpecWindow(b.cfg.specWindow))
 	h, err := work.NewClientHolderBuilder(b.env.transport).WithSourceID(hubID).WithSourceOptions(opts...).
 		WithLogger(logr.Discard()).NewClientHolder()
 	if err != nil {

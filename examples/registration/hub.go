@@ -59,7 +59,7 @@ type replica struct {
 
 func startReplica(ctx context.Context, c hubClients, p *pki, tokens map[string]server.Identity, validity time.Duration, log logr.Logger) (*replica, error) {
 	h, err := hub.New(hub.Config{Kube: c.kube, Cluster: c.cluster, AddOn: c.addon, CACert: p.certPEM, CAKey: p.keyPEM,
-		Signer: signer.Options{Validity: validity, ApproveRenewals: true, Logger: log}})
+		SignerOptions: []signer.Option{signer.WithValidity(validity), signer.WithApproveRenewals(), signer.WithLogger(log)}})
 	if err != nil {
 		return nil, err
 	}

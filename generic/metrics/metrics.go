@@ -14,6 +14,7 @@
 //	workwire_resyncs_answered_total{side,data_type}
 //	workwire_resync_answer_events_total{side,data_type}
 //	workwire_connects_total{side}
+//	workwire_specs_resent_total{data_type}                 specs a source sent again, unacknowledged
 //
 // Histograms:
 //
@@ -21,12 +22,15 @@
 //	workwire_event_age_seconds{side,subresource}           receipt time minus the event's time attribute
 //	workwire_resync_answer_duration_seconds{side}          first batch of a request to its answer sent
 //	workwire_resync_answer_size_events{side}               events sent per answer
+//	workwire_first_status_latency_seconds{data_type}       a spec's first send to the status that acknowledged it
 //
 // Gauges, summed over the clients and holders given to Track:
 //
 //	workwire_connected_clients{side}
 //	workwire_queued_tasks{side}       received events and resyncs waiting for workers
 //	workwire_held_resources{side}     where known: agents, and work holders' stores
+//	workwire_unacknowledged_specs     specs sources sent that no status acknowledged yet
+//	workwire_oldest_unacknowledged_spec_seconds  how long the oldest of them has waited
 //
 // Labels are bounded: no per-cluster or per-resource series.
 //
@@ -34,7 +38,9 @@
 // {reason="decode"} means a peer sends what this side cannot read;
 // {reason="stale"} and {reason="out_of_order"} are normal under redelivery.
 // workwire_connects_total rising means the connection to the broker keeps
-// dropping.
+// dropping. A workwire_unacknowledged_specs that stays up, or a rising
+// workwire_specs_resent_total, means agents are away or their broker
+// loses events.
 package metrics
 
 import (
@@ -65,6 +71,8 @@ type Observer struct {
 	eventAge       *prometheus.HistogramVec
 	resyncDuration *prometheus.HistogramVec
 	resyncSize     *prometheus.HistogramVec
+	resent         *prometheus.CounterVec
+	firstStatus    *prometheus.HistogramVec
 	gauges         *gauges
 }
 
@@ -121,10 +129,19 @@ func NewObserver(reg prometheus.Registerer) (*Observer, error) {
 			Help:    "Events sent in answer to one resync request.",
 			Buckets: prometheus.ExponentialBuckets(1, 4, 10), // 1 to 262,144
 		}, []string{"side"}),
+		resent: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "workwire", Name: "specs_resent_total",
+			Help: "Specs a source sent again because their agent did not acknowledge them.",
+		}, []string{"data_type"}),
+		firstStatus: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Namespace: "workwire", Name: "first_status_latency_seconds",
+			Help:    "From a spec's first send to the first status at its version.",
+			Buckets: prometheus.ExponentialBuckets(0.001, 4, 10), // 1ms to 4m
+		}, []string{"data_type"}),
 		gauges: newGauges(),
 	}
 	for _, c := range []prometheus.Collector{o.received, o.dropped, o.sent, o.resyncs, o.resyncAnswered, o.connects,
-		o.sendDuration, o.eventAge, o.resyncDuration, o.resyncSize, o.gauges} {
+		o.sendDuration, o.eventAge, o.resyncDuration, o.resyncSize, o.resent, o.firstStatus, o.gauges} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("metrics: %w", err)
 		}
@@ -173,6 +190,16 @@ func (o *Observer) ResyncAnswerDuration(side generic.Side, _ types.DataType, d t
 	o.resyncDuration.WithLabelValues(string(side)).Observe(d.Seconds())
 }
 
+// SpecAcknowledged implements generic.Observer.
+func (o *Observer) SpecAcknowledged(dt types.DataType, d time.Duration) {
+	o.firstStatus.WithLabelValues(dt.String()).Observe(d.Seconds())
+}
+
+// SpecResent implements generic.Observer.
+func (o *Observer) SpecResent(dt types.DataType) {
+	o.resent.WithLabelValues(dt.String()).Inc()
+}
+
 // Track adds what stats returns — the Stats method of a generic client or a
 // work holder — to the gauges of side, read at every scrape, until untrack
 // is called.
@@ -182,7 +209,7 @@ func (o *Observer) Track(side generic.Side, stats func() generic.Stats) (untrack
 
 // gauges is a collector of the tracked clients' Stats, summed per side.
 type gauges struct {
-	connected, queued, held *prometheus.Desc
+	connected, queued, held, unacked, oldest *prometheus.Desc
 
 	mu      sync.Mutex
 	next    int
@@ -199,6 +226,8 @@ func newGauges() *gauges {
 		connected: prometheus.NewDesc("workwire_connected_clients", "Tracked clients connected to their broker.", []string{"side"}, nil),
 		queued:    prometheus.NewDesc("workwire_queued_tasks", "Received events and resync tasks waiting for the tracked clients' workers.", []string{"side"}, nil),
 		held:      prometheus.NewDesc("workwire_held_resources", "Resources the tracked clients hold, where they know.", []string{"side"}, nil),
+		unacked:   prometheus.NewDesc("workwire_unacknowledged_specs", "Specs the tracked sources sent that no status acknowledged yet.", nil, nil),
+		oldest:    prometheus.NewDesc("workwire_oldest_unacknowledged_spec_seconds", "How long the oldest spec no status acknowledged has waited.", nil, nil),
 		tracked:   make(map[int]tracked),
 	}
 }
@@ -221,6 +250,8 @@ func (g *gauges) Describe(ch chan<- *prometheus.Desc) {
 	ch <- g.connected
 	ch <- g.queued
 	ch <- g.held
+	ch <- g.unacked
+	ch <- g.oldest
 }
 
 // Collect implements prometheus.Collector.
@@ -233,6 +264,7 @@ func (g *gauges) Collect(ch chan<- prometheus.Metric) {
 		knowsHeld               bool
 	}
 	bySide := map[generic.Side]*sums{}
+	var unacked, oldest float64
 	for _, t := range all {
 		s := bySide[t.side]
 		if s == nil {
@@ -248,7 +280,11 @@ func (g *gauges) Collect(ch chan<- prometheus.Metric) {
 			s.held += float64(st.Held)
 			s.knowsHeld = true
 		}
+		unacked += float64(st.Unacknowledged)
+		oldest = max(oldest, st.OldestUnacknowledged.Seconds())
 	}
+	ch <- prometheus.MustNewConstMetric(g.unacked, prometheus.GaugeValue, unacked)
+	ch <- prometheus.MustNewConstMetric(g.oldest, prometheus.GaugeValue, oldest)
 	for side, s := range bySide {
 		ch <- prometheus.MustNewConstMetric(g.connected, prometheus.GaugeValue, s.connected, string(side))
 		ch <- prometheus.MustNewConstMetric(g.queued, prometheus.GaugeValue, s.queued, string(side))

@@ -69,11 +69,16 @@ func TestHistogramsAndGauges(t *testing.T) {
 	o.EventAge(generic.SideSource, status, 2*time.Second)
 	o.ResyncAnswerDuration(generic.SideSource, dt, 40*time.Millisecond)
 	o.ResyncAnswered(generic.SideSource, dt, 7)
+	o.SpecAcknowledged(dt, 300*time.Millisecond)
+	o.SpecResent(dt)
+	o.SpecResent(dt)
 
 	stats := generic.Stats{Connected: true, Queued: 4, Held: 10}
 	o.Track(generic.SideAgent, func() generic.Stats { return stats })
 	untrack := o.Track(generic.SideAgent, func() generic.Stats { return generic.Stats{Queued: 1, Held: -1} })
-	o.Track(generic.SideSource, func() generic.Stats { return generic.Stats{Connected: true, Held: -1} })
+	o.Track(generic.SideSource, func() generic.Stats {
+		return generic.Stats{Connected: true, Held: -1, Unacknowledged: 3, OldestUnacknowledged: 90 * time.Second}
+	})
 
 	want := `
 # HELP workwire_connected_clients Tracked clients connected to their broker.
@@ -91,6 +96,20 @@ workwire_queued_tasks{side="source"} 0
 	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "workwire_connected_clients", "workwire_held_resources", "workwire_queued_tasks"); err != nil {
 		t.Error(err)
 	}
+	acks := `
+# HELP workwire_oldest_unacknowledged_spec_seconds How long the oldest spec no status acknowledged has waited.
+# TYPE workwire_oldest_unacknowledged_spec_seconds gauge
+workwire_oldest_unacknowledged_spec_seconds 90
+# HELP workwire_specs_resent_total Specs a source sent again because their agent did not acknowledge them.
+# TYPE workwire_specs_resent_total counter
+workwire_specs_resent_total{data_type="io.example.v1.things"} 2
+# HELP workwire_unacknowledged_specs Specs the tracked sources sent that no status acknowledged yet.
+# TYPE workwire_unacknowledged_specs gauge
+workwire_unacknowledged_specs 3
+`
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(acks), "workwire_unacknowledged_specs", "workwire_oldest_unacknowledged_spec_seconds", "workwire_specs_resent_total"); err != nil {
+		t.Error(err)
+	}
 	untrack()
 	stats.Queued = 0
 	want = strings.Replace(want, `workwire_queued_tasks{side="agent"} 5`, `workwire_queued_tasks{side="agent"} 0`, 1)
@@ -100,6 +119,7 @@ workwire_queued_tasks{side="source"} 0
 	for name, count := range map[string]int{
 		"workwire_send_duration_seconds": 1, "workwire_event_age_seconds": 1,
 		"workwire_resync_answer_duration_seconds": 1, "workwire_resync_answer_size_events": 1,
+		"workwire_first_status_latency_seconds": 1,
 	} {
 		if got := testutil.CollectAndCount(reg, name); got != count {
 			t.Errorf("%s: %d series, want %d", name, got, count)

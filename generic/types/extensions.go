@@ -59,6 +59,11 @@ func (e *ExtensionError) Unwrap() []error { return []error{ErrExtension, e.Err} 
 
 var errMissing = errors.New("missing")
 
+// Missing returns the error of evt lacking required extension name, as
+// RequiredString and RequiredInt64 return it: for a reader of a parsed
+// Header.
+func Missing(evt *cloudevents.Event, name string) error { return extErr(evt, name, errMissing) }
+
 // IsMissing reports whether err says a required extension was absent.
 func IsMissing(err error) bool { return errors.Is(err, errMissing) }
 

@@ -41,7 +41,7 @@ type agent[T Object] struct {
 	pub     *publisher[T]
 	patcher *patcher[T]
 	// client routes each object: it knows the source and the data type
-	// each came as (generic.AgentClient.DataTypeOf).
+	// each came as.
 	client *generic.AgentClient[T]
 	log    logr.Logger
 
@@ -225,7 +225,7 @@ func (a *agent[T]) write(ctx context.Context, namespace string, in T, dryRun boo
 	var err error
 	if status {
 		// A status write changes one part: no deep copy of the rest.
-		if out, err = a.st.Replace(namespace, in.GetName(), change); err == nil {
+		if out, err = swap(a.st, namespace, in.GetName(), change); err == nil {
 			out = a.kind.Copy(out) // the caller's
 		}
 	} else {
@@ -239,6 +239,30 @@ func (a *agent[T]) write(ctx context.Context, namespace string, in T, dryRun boo
 	}
 	a.completeDeletion(ctx, out.GetUID())
 	return out, nil
+}
+
+// swap applies change to the stored object, without copying it, outside
+// the store's lock, and stores the result unless the object changed
+// meanwhile; then it tries again from the new one.
+func swap[T Object](st *store.Store[T], namespace, name string, change func(cur T) (T, error)) (T, error) {
+	for {
+		var zero T
+		cur, err := st.Lookup(namespace, name)
+		if err != nil {
+			return zero, err
+		}
+		next, err := change(cur)
+		switch {
+		case errors.Is(err, store.ErrNoChange):
+			return cur, nil
+		case err != nil:
+			return zero, err
+		}
+		out, err := st.Swap(cur, next)
+		if !errors.Is(err, store.ErrChanged) {
+			return out, err
+		}
+	}
 }
 
 func (a *agent[T]) patch(ctx context.Context, namespace, name string, pt kubetypes.PatchType, data []byte, opts metav1.PatchOptions, sub string) (T, error) {
@@ -263,17 +287,20 @@ func (a *agent[T]) onSpec(ctx context.Context, t types.EventType, in T) error {
 		a.specSpans[in.GetName()] = sc
 		a.mu.Unlock()
 	}
-	return a.upsert(in)
+	return a.upsert(ctx, in)
 }
 
 // upsert stores a spec from a source: a new object, or a new version of
 // one the agent holds, whose spec and generation it takes, and whose
-// labels and annotations it merges (see agent).
+// labels and annotations it merges (see agent). A spec the agent holds as
+// it is, it answers with the status it has, if any: the source sent it
+// again because no status acknowledged it (it may have lost the one the
+// agent sent).
 //
 // The generic client hands a resource's events over one at a time, so the
 // source keys read before the store write are still the current ones when
 // they are replaced after it.
-func (a *agent[T]) upsert(in T) error {
+func (a *agent[T]) upsert(ctx context.Context, in T) error {
 	keys := unique.Make(newSourceKeys(in.GetLabels(), in.GetAnnotations()))
 	if cur, ok := a.st.PeekUID(in.GetUID()); ok {
 		var prev sourceKeys
@@ -282,7 +309,8 @@ func (a *agent[T]) upsert(in T) error {
 			prev = h.Value()
 		}
 		a.mu.Unlock()
-		held := false
+		held, same := false, false
+		var unchanged T
 		err := a.st.Modify(cur.GetNamespace(), cur.GetName(), func(c T) (T, error) {
 			if c.GetUID() != in.GetUID() {
 				return c, store.ErrNoChange
@@ -293,6 +321,7 @@ func (a *agent[T]) upsert(in T) error {
 			labels, labelsChanged := mergeSourceKeys(c.GetLabels(), in.GetLabels(), prev.labels)
 			annotations, annotationsChanged := mergeSourceKeys(c.GetAnnotations(), in.GetAnnotations(), prev.annotations)
 			if !labelsChanged && !annotationsChanged && c.GetGeneration() == in.GetGeneration() && a.kind.SameSpec(c, in) {
+				same, unchanged = true, c
 				return c, store.ErrNoChange
 			}
 			a.kind.SetSpec(c, in)
@@ -303,6 +332,11 @@ func (a *agent[T]) upsert(in T) error {
 		})
 		if err == nil && held {
 			a.setSourceKeys(in.GetUID(), keys)
+		}
+		if same {
+			if h, herr := a.kind.StatusHash(unchanged); herr == nil && h != generic.NoStatus {
+				a.pub.enqueue(ctx, unchanged) // the store's discarded copy: a safe snapshot
+			}
 		}
 		return ignoreNotFound(err)
 	}
@@ -461,14 +495,12 @@ func (a *agent[T]) publish(ctx context.Context, obj T) error {
 	return a.client.Publish(ctx, types.EventType{SubResource: types.SubResourceStatus, Action: types.UpdateRequest}, obj)
 }
 
-// List implements generic.Lister: the objects of one source, or of all.
+// List implements generic.Lister: the objects of one source, or of all, of
+// every data type (the client keeps those of the data type it lists).
 func (a *agent[T]) List(opts generic.ListOptions) ([]T, error) {
 	var out []T
 	a.st.Range(a.cluster, func(obj T) bool {
 		if opts.Source != "" && sourceOf(obj) != opts.Source {
-			return true
-		}
-		if !opts.DataType.IsZero() && a.client.DataTypeOf(string(obj.GetUID())) != opts.DataType {
 			return true
 		}
 		out = append(out, obj)

@@ -338,24 +338,25 @@ func (h *hub[T]) onStatus(_ context.Context, _ types.EventType, status T) error 
 	if h.kind.SetStatus == nil {
 		return nil
 	}
-	// cur is the stored object, immutable: the comparison needs no lock,
-	// and under the lock is repeated only if the object changed meanwhile.
-	if h.kind.SameStatus(cur, status) {
-		return nil
-	}
-	// The new version shares all but its status with the stored one.
-	_, err := h.st.Replace(cur.GetNamespace(), cur.GetName(), func(c T) (T, error) {
-		if c.GetUID() != status.GetUID() || (c.GetResourceVersion() != cur.GetResourceVersion() && h.kind.SameStatus(c, status)) {
-			return c, store.ErrNoChange
-		}
-		next := h.kind.Shallow(c)
+	// cur is the stored object, immutable: it is read and copied without
+	// the store's lock, and swapped for its next version only if it is
+	// still the one stored; else read again.
+	for !h.kind.SameStatus(cur, status) {
+		// The new version shares all but its status with the stored one.
+		next := h.kind.Shallow(cur)
 		h.kind.SetStatus(next, status) // status is the decoded event's: ours
-		return next, nil
-	})
-	if apierrors.IsNotFound(err) {
-		return nil
+		_, err := h.st.Swap(cur, next)
+		switch {
+		case apierrors.IsNotFound(err):
+			return nil
+		case !errors.Is(err, store.ErrChanged):
+			return err
+		}
+		if cur, ok = h.st.PeekUID(status.GetUID()); !ok {
+			return nil
+		}
 	}
-	return err
+	return nil
 }
 
 // publish is the publisher's send: a spec event for obj.

@@ -117,23 +117,26 @@ func KindOf[T Object](gvk schema.GroupVersionKind, resource string) (Kind[T], er
 	if status < 0 {
 		return k, nil
 	}
-	field := func(obj T) reflect.Value { return reflect.ValueOf(obj).Elem().Field(status) }
 	k.SameStatus = func(a, b T) bool {
-		return equality.Semantic.DeepEqual(field(a).Addr().Interface(), field(b).Addr().Interface())
+		sa, sb := reflect.ValueOf(a).Elem().Field(status), reflect.ValueOf(b).Elem().Field(status)
+		return equality.Semantic.DeepEqual(sa.Addr().Interface(), sb.Addr().Interface())
 	}
-	k.SetStatus = func(dst, src T) { field(dst).Set(field(src)) }
+	k.SetStatus = func(dst, src T) {
+		reflect.ValueOf(dst).Elem().Field(status).Set(reflect.ValueOf(src).Elem().Field(status))
+	}
 	k.StatusHash = func(obj T) (string, error) {
-		if field(obj).IsZero() {
+		s := reflect.ValueOf(obj).Elem().Field(status)
+		if s.IsZero() {
 			return generic.NoStatus, nil
 		}
-		return generic.StatusHash(field(obj).Addr().Interface())
+		return generic.StatusHash(s.Addr().Interface())
 	}
 	conds, ok := elem.Field(status).Type.FieldByName("Conditions")
 	if !ok || conds.Type != reflect.TypeFor[[]metav1.Condition]() {
 		return k, nil
 	}
 	conditions := func(obj T) *[]metav1.Condition {
-		return field(obj).FieldByIndex(conds.Index).Addr().Interface().(*[]metav1.Condition)
+		return reflect.ValueOf(obj).Elem().Field(status).FieldByIndex(conds.Index).Addr().Interface().(*[]metav1.Condition)
 	}
 	k.Deleted = func(obj T) bool { return meta.IsStatusConditionTrue(*conditions(obj), DeletedCondition) }
 	k.MarkDeleted = func(obj T) {

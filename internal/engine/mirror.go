@@ -58,8 +58,8 @@ func (m *mirror[T]) onSpec(_ context.Context, _ types.EventType, in T) error {
 	hubRV := in.GetResourceVersion()
 	if cur, ok := m.st.Peek(in.GetNamespace(), in.GetName()); ok {
 		if cur.GetUID() == uid {
-			if _, err := m.st.Replace(cur.GetNamespace(), cur.GetName(), func(T) (T, error) { return in, nil }); err != nil {
-				return err
+			if _, err := m.st.Swap(cur, in); err != nil {
+				return err // changed meanwhile: the event is handled again
 			}
 			m.setHubRV(uid, hubRV)
 			return nil

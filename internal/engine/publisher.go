@@ -2,7 +2,6 @@ package engine
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strconv"
 	"sync"
@@ -17,27 +16,15 @@ import (
 	"github.com/workwire/sdk-go/options"
 )
 
-// publishAttempts bounds the retries of one publish. Past it, resync is
-// what delivers the change (the peer's next resync finds it missing).
-// Permanent errors (see permanent) are not retried.
+// publishAttempts bounds the retries of one publish. Past it, a source
+// sends it again when it goes unacknowledged (generic.WithSpecResend), and
+// the peer's next resync finds it missing. Permanent errors
+// (generic.Permanent) are not retried.
 const publishAttempts = 8
 
 // publishRetry paces them: 200ms doubling per attempt up to 30s, with
 // jitter.
 var publishRetry = options.Backoff{Min: 200 * time.Millisecond, Max: 30 * time.Second}
-
-// permanent reports whether err is one that sending the same snapshot
-// again cannot fix: the event is larger than the transport or its broker
-// takes (options.ErrTooLarge), the codec cannot encode the object,
-// whichever codec it is (generic.ErrEncode), or encoded it as no valid
-// CloudEvent (options.ErrInvalidEvent), or the object's cluster names no
-// route (options.ErrInvalidRoute). Resync cannot deliver such an object
-// either: it stays undelivered until it changes. Anything else (not
-// connected, a broker that failed, a timeout) may pass on a later try.
-func permanent(err error) bool {
-	return errors.Is(err, options.ErrTooLarge) || errors.Is(err, generic.ErrEncode) ||
-		errors.Is(err, options.ErrInvalidEvent) || errors.Is(err, options.ErrInvalidRoute)
-}
 
 // publisher sends objects — specs on a hub, statuses on an agent — off the
 // caller's goroutine, so a clientset write never waits for the broker. Per
@@ -159,7 +146,7 @@ func (p *publisher[T]) run() {
 		case err == nil:
 			p.scheduleResend(uid, t)
 		case p.ctx.Err() != nil:
-		case permanent(err):
+		case generic.Permanent(err):
 			// Not retried, so it holds up nothing; only a new version of
 			// the object can go out.
 			p.onError(p.ctx, fmt.Errorf("publish %s %s: %w", p.noun, key(t.obj), err), "cannot publish it; not retried, it stays undelivered until it changes",

@@ -23,6 +23,7 @@ type Queue[K comparable, V any] struct {
 	cond     *sync.Cond
 	lanes    []fifo[K]
 	pending  map[K]*item[V]
+	peak     int // the most items pending since pending was made
 	active   map[K]struct{}
 	next     int
 	shutdown bool
@@ -65,6 +66,7 @@ func (q *Queue[K, V]) Add(key K, lane int, v V) (discarded V, merged, accepted b
 		return drop, true, true
 	}
 	q.pending[key] = &item[V]{v: v, lane: lane}
+	q.peak = max(q.peak, len(q.pending))
 	if _, busy := q.active[key]; !busy {
 		q.lanes[lane].push(key)
 		q.cond.Signal()
@@ -118,6 +120,11 @@ func (q *Queue[K, V]) Get() (key K, v V, ok bool) {
 			q.next = (l + 1) % len(q.lanes)
 			it := q.pending[k]
 			delete(q.pending, k)
+			if len(q.pending) == 0 && q.peak > shrinkAbove {
+				// A Go map keeps its buckets when emptied: a hub that
+				// published 100,000 works would hold them for good.
+				q.pending, q.peak = make(map[K]*item[V]), 0
+			}
 			q.active[k] = struct{}{}
 			return k, it.v, true
 		}
@@ -176,6 +183,10 @@ func (q *Queue[K, V]) ShutDown() []V {
 }
 
 // fifo is a slice-backed queue that reuses its array.
+// shrinkAbove is the size past which an emptied map or lane gives its
+// memory back.
+const shrinkAbove = 1024
+
 type fifo[K any] struct {
 	items []K
 	head  int
@@ -191,9 +202,12 @@ func (f *fifo[K]) pop() (K, bool) {
 	k := f.items[f.head]
 	f.items[f.head] = zero
 	f.head++
-	if f.head == len(f.items) {
+	switch {
+	case f.head == len(f.items) && cap(f.items) > shrinkAbove:
+		f.items, f.head = nil, 0
+	case f.head == len(f.items):
 		f.items, f.head = f.items[:0], 0
-	} else if f.head > 1024 && f.head*2 > len(f.items) {
+	case f.head > shrinkAbove && f.head*2 > len(f.items):
 		n := copy(f.items, f.items[f.head:])
 		clear(f.items[n:])
 		f.items, f.head = f.items[:n], 0

@@ -71,6 +71,9 @@ const (
 // ErrNoChange returned by an Update function leaves the object as it is.
 var ErrNoChange = errors.New("no change")
 
+// ErrChanged is Swap's error for an object replaced since it was read.
+var ErrChanged = errors.New("changed since it was read")
+
 // Store is goroutine-safe.
 type Store[T Object] struct {
 	gr   schema.GroupResource
@@ -227,6 +230,15 @@ func (s *Store[T]) Get(namespace, name string) (T, error) {
 	return s.copy(obj), nil
 }
 
+// Lookup is Peek with the NotFound error of a missing object.
+func (s *Store[T]) Lookup(namespace, name string) (T, error) {
+	if obj, ok := s.Peek(namespace, name); ok {
+		return obj, nil
+	}
+	var zero T
+	return zero, apierrors.NewNotFound(s.gr, name)
+}
+
 // Peek returns the stored object itself, or false. The caller must not
 // modify it.
 func (s *Store[T]) Peek(namespace, name string) (T, bool) {
@@ -325,26 +337,31 @@ func (s *Store[T]) Modify(namespace, name string, fn func(cur T) (T, error)) err
 	return err
 }
 
-// Replace is Update without the copy: fn gets the stored object itself,
-// which it must not change, and returns a new object — a shallow copy with
-// a field replaced, say, sharing the rest with the stored one, which is
-// immutable too. It costs no deep copy: for writes that change one part of
-// an object. It returns the stored result, which the caller must not
-// change either.
-func (s *Store[T]) Replace(namespace, name string, fn func(cur T) (T, error)) (T, error) {
+// Swap stores next in place of cur, the stored object the caller read
+// (Peek, Lookup, PeekUID) and made next from, if the store still holds cur
+// itself: stored objects never change in place, so that compares versions,
+// and the caller builds next outside the store's lock. next must be a new
+// object — a shallow copy of cur with a field replaced, say, sharing the
+// rest, which is immutable too — so a write that changes one part of an
+// object costs no deep copy. It returns the stored result, which the
+// caller must not change either; an error wrapping ErrChanged if cur was
+// replaced meanwhile (read it again and retry), NotFound if it is gone.
+func (s *Store[T]) Swap(cur, next T) (T, error) {
 	var zero T
+	namespace, name := cur.GetNamespace(), cur.GetName()
+	if any(next) == any(cur) {
+		return zero, apierrors.NewInternalError(fmt.Errorf("%s %q: Swap got the stored object as the new one", s.gr, name))
+	}
 	s.mu.Lock()
-	cur, ok := s.get(namespace, name)
-	if !ok {
-		s.mu.Unlock()
-		return zero, apierrors.NewNotFound(s.gr, name)
-	}
 	defer s.mu.Unlock()
-	next, err := fn(cur)
-	if err == nil && any(next) == any(cur) {
-		return zero, apierrors.NewInternalError(fmt.Errorf("%s %q: a Replace function returned the stored object; it returns a new one", s.gr, name))
+	stored, ok := s.get(namespace, name)
+	switch {
+	case !ok:
+		return zero, apierrors.NewNotFound(s.gr, name)
+	case any(stored) != any(cur):
+		return zero, fmt.Errorf("%s %q: %w", s.gr, name, ErrChanged)
 	}
-	return s.write(cur, name, namespace, next, err)
+	return s.write(cur, name, namespace, next, nil)
 }
 
 func (s *Store[T]) update(namespace, name string, fn func(cur T) (T, error)) (T, error) {

@@ -1,6 +1,7 @@
 package store
 
 import (
+	"errors"
 	"fmt"
 	"strconv"
 	"sync"
@@ -342,6 +343,68 @@ func TestConcurrentUpdatesOfOneObject(t *testing.T) {
 	}
 }
 
+// Swap writes what was made from the stored object only while that object
+// is still the one stored: writers racing with Swap each retry from the
+// object they lost to, and none is lost.
+func TestSwapComparesTheStoredObject(t *testing.T) {
+	t.Parallel()
+	s := newStore(0)
+	if err := s.Put(work("c1", "a", nil)); err != nil {
+		t.Fatal(err)
+	}
+	read, err := s.Lookup("c1", "a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Swap(read, read); !apierrors.IsInternalError(err) {
+		t.Fatalf("Swap of the stored object itself: %v, want InternalError", err)
+	}
+	next := read.DeepCopy()
+	next.Generation = 1
+	if got, err := s.Swap(read, next); err != nil || got.ResourceVersion != "2" || got.Generation != 1 {
+		t.Fatalf("Swap: %v %v", got, err)
+	}
+	stale := read.DeepCopy()
+	stale.Generation = 9
+	if _, err := s.Swap(read, stale); !errors.Is(err, ErrChanged) {
+		t.Fatalf("Swap of an object read before a change: %v, want ErrChanged", err)
+	}
+	if _, err := s.Lookup("c1", "zzz"); !apierrors.IsNotFound(err) {
+		t.Fatalf("Lookup of a missing object: %v", err)
+	}
+	if _, err := s.Swap(work("c1", "zzz", nil), work("c1", "zzz", nil)); !apierrors.IsNotFound(err) {
+		t.Fatalf("Swap of a missing object: %v, want NotFound", err)
+	}
+
+	const writers, each = 8, 200
+	var wg sync.WaitGroup
+	for range writers {
+		wg.Go(func() {
+			for range each {
+				for {
+					cur, err := s.Lookup("c1", "a")
+					if err != nil {
+						t.Error(err)
+						return
+					}
+					n := cur.DeepCopy()
+					n.Generation++
+					if _, err := s.Swap(cur, n); err == nil {
+						break
+					} else if !errors.Is(err, ErrChanged) {
+						t.Error(err)
+						return
+					}
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if got, _ := s.Get("c1", "a"); got.Generation != 1+writers*each {
+		t.Fatalf("generation %d after %d swaps, want %d", got.Generation, writers*each, 1+writers*each)
+	}
+}
+
 // bookmarkWatch watches namespace c1 with bookmarks.
 func bookmarkWatch(t *testing.T, s *Store[*workv1.ManifestWork], allow bool, timeout time.Duration) watch.Interface {
 	t.Helper()
@@ -439,8 +502,11 @@ func TestTimeoutBookmark(t *testing.T) {
 func TestCloseEndsDrainingWatches(t *testing.T) {
 	t.Parallel()
 	s := newStore(0)
-	w := bookmarkWatch(t, s, true, time.Millisecond)
+	// The watch starts with an event queued, which nobody reads: it is
+	// still delivering when it expires, whenever that is.
+	from := s.ResourceVersion()
 	_, _ = s.Create(work("c1", "a", nil))
+	w := bookmarkWatchFrom(t, s, from, true, time.Millisecond)
 	eventually(t, "the watch expired", func() bool {
 		s.mu.RLock()
 		defer s.mu.RUnlock()

@@ -69,6 +69,9 @@ type Faults struct {
 	// (which also reorders deliveries). A delivery both delayed and
 	// reordered is held back once its delay has passed.
 	Delay time.Duration
+	// Roles, if set, are the only roles whose deliveries meet faults (spec
+	// events alone, say); the others are delivered as they are.
+	Roles []options.Role
 	// Seed seeds the choices. The broker draws them in the order it routes
 	// deliveries, so the n-th delivery meets the same fate in every run
 	// with the same seed and faults; which event is the n-th depends on the
@@ -162,13 +165,13 @@ type deliveryFate struct {
 	delay, hold time.Duration
 }
 
-// fate draws the fate of one delivery.
-func (b *Broker) fate() deliveryFate {
+// fate draws the fate of one delivery on route r.
+func (b *Broker) fate(r options.Route) deliveryFate {
 	b.faultMu.Lock()
 	defer b.faultMu.Unlock()
 	f := b.faults
 	b.stats.Delivered++
-	if b.rng == nil {
+	if b.rng == nil || (len(f.Roles) > 0 && !slices.Contains(f.Roles, r.Role)) {
 		return deliveryFate{copies: 1}
 	}
 	if b.rng.Float64() < f.Drop {
@@ -212,7 +215,7 @@ func (b *Broker) route(r options.Route, data []byte) {
 		if !t.wants(r) {
 			continue
 		}
-		f := b.fate()
+		f := b.fate(r)
 		for range f.copies {
 			if f.delay > 0 {
 				t.enqueueAfter(r, data, f.delay, f.hold)

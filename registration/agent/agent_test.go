@@ -69,11 +69,17 @@ func forEachHub(t *testing.T, o hubOptions, test func(t *testing.T, h *testHub))
 func startHub(t *testing.T, kube kubernetes.Interface, clusters clusterclient.Interface, addons addonclient.Interface, o hubOptions) *testHub {
 	t.Helper()
 	ca := testcerts.NewCA(t)
-	opts := signer.Options{Validity: o.validity, ApproveRenewals: !o.noRenewals}
-	if o.autoApprove {
-		opts.AutoApprove = []string{bootstrapUser}
+	var opts []signer.Option
+	if o.validity != 0 {
+		opts = append(opts, signer.WithValidity(o.validity))
 	}
-	h, err := hub.New(hub.Config{Kube: kube, Cluster: clusters, AddOn: addons, CACert: ca.CertPEM, CAKey: ca.KeyPEM(t), Signer: opts})
+	if !o.noRenewals {
+		opts = append(opts, signer.WithApproveRenewals())
+	}
+	if o.autoApprove {
+		opts = append(opts, signer.WithAutoApprove(bootstrapUser))
+	}
+	h, err := hub.New(hub.Config{Kube: kube, Cluster: clusters, AddOn: addons, CACert: ca.CertPEM, CAKey: ca.KeyPEM(t), SignerOptions: opts})
 	if err != nil {
 		t.Fatal(err)
 	}

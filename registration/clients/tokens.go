@@ -90,7 +90,7 @@ func (t *tokens) Healthy() error {
 // waits for it; any other event is dropped.
 func (t *tokens) Deliver(d *options.Delivery) {
 	defer d.Done()
-	answer, err := kubeservice.TokenRequestCodec.Decode(d.Event)
+	answer, err := generic.Decode(kubeservice.TokenRequestCodec, d.Event)
 	if err != nil {
 		t.log.Error(err, "a malformed token answer; dropped")
 		return

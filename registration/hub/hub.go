@@ -47,8 +47,8 @@ type Config struct {
 	// CACert and CAKey, PEM, make the Hub sign agents' approved
 	// certificate requests with this CA. None: another actor signs them.
 	CACert, CAKey []byte
-	// Signer configures the signer (validity, auto-approval, logger).
-	Signer signer.Options
+	// SignerOptions configure the signer (validity, auto-approval, logger).
+	SignerOptions []signer.Option
 	// InformerResync is the informers' resync period; default 0, none.
 	InformerResync time.Duration
 	// ServiceOptions are given to every Service.
@@ -128,7 +128,7 @@ func build(cfg Config) (*Hub, error) {
 		server.WithService(kubeservice.TokenRequestCodec.DataType().String(), tokens),
 	}
 	if cfg.CACert != nil || cfg.CAKey != nil {
-		if h.signer, err = signer.New(cfg.Kube, h.kubeInf.Certificates().V1().CertificateSigningRequests(), cfg.CACert, cfg.CAKey, cfg.Signer); err != nil {
+		if h.signer, err = signer.New(cfg.Kube, h.kubeInf.Certificates().V1().CertificateSigningRequests(), cfg.CACert, cfg.CAKey, cfg.SignerOptions...); err != nil {
 			return nil, err
 		}
 	}

@@ -17,6 +17,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/workwire/sdk-go/codec"
+	"github.com/workwire/sdk-go/generic"
 	"github.com/workwire/sdk-go/generic/types"
 	"github.com/workwire/sdk-go/options/grpc/server"
 )
@@ -221,7 +222,7 @@ func (s *Service[T]) HandleStatusUpdate(ctx context.Context, evt *cloudevents.Ev
 	if err != nil {
 		return status.Errorf(codes.InvalidArgument, "event %s: %v", evt.ID(), err)
 	}
-	obj, err := s.codec.Decode(evt)
+	obj, err := generic.Decode(s.codec, evt)
 	if err != nil {
 		return status.Errorf(codes.InvalidArgument, "%v", err)
 	}

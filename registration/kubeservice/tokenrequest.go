@@ -16,6 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/workwire/sdk-go/generic"
 	"github.com/workwire/sdk-go/generic/types"
 	"github.com/workwire/sdk-go/options/grpc/server"
 )
@@ -121,7 +122,7 @@ func (s *TokenRequests) HandleStatusUpdate(ctx context.Context, evt *cloudevents
 	if t.SubResource != types.SubResourceSpec || t.Action != types.CreateRequest {
 		return agentError(notAllowed(TokenRequestCodec.DataType(), t))
 	}
-	req, err := TokenRequestCodec.Decode(evt)
+	req, err := generic.Decode(TokenRequestCodec, evt)
 	if err != nil {
 		return status.Errorf(codes.InvalidArgument, "%v", err)
 	}

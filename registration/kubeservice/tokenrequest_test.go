@@ -9,6 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	k8stypes "k8s.io/apimachinery/pkg/types"
 
+	"github.com/workwire/sdk-go/generic"
 	"github.com/workwire/sdk-go/generic/types"
 	"github.com/workwire/sdk-go/options/grpc/server"
 	"github.com/workwire/sdk-go/registration/kubeservice"
@@ -58,7 +59,7 @@ func TestAnAgentGetsATokenOfItsOwnServiceAccountsOnly(t *testing.T) {
 	if got := evt.Type(); got != "authentication.k8s.io.v1.tokenrequests.spec.create_request" {
 		t.Errorf("answer type %q", got)
 	}
-	answer, err := kubeservice.TokenRequestCodec.Decode(evt)
+	answer, err := generic.Decode(kubeservice.TokenRequestCodec, evt)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -35,29 +35,43 @@ import (
 )
 
 // DefaultValidity is how long a certificate is valid unless the request
-// asks for less (spec.expirationSeconds) or Options say otherwise.
+// asks for less (spec.expirationSeconds) or WithValidity says otherwise.
 const DefaultValidity = 30 * 24 * time.Hour
 
-// Options configure a Signer.
-type Options struct {
-	// Validity of the certificates it issues; 0: DefaultValidity. A
-	// request's spec.expirationSeconds shortens it, never lengthens it.
-	Validity time.Duration
-	// AutoApprove names the users (the CSR's kubeservice.CSRUserAnnotation,
-	// which the CSR Service sets from the verified identity) whose requests
-	// the Signer approves itself. Empty: it approves none.
-	AutoApprove []string
-	// ApproveRenewals makes the Signer approve an agent's request for a
-	// certificate of its own name: one whose user (the verified identity
-	// that sent it, in the CSR's kubeservice.CSRUserAnnotation) is the
-	// common name it asks for, an agent's — as OCM's hub approves the
-	// rotation of an agent's certificate. Default: false. Like AutoApprove,
-	// it trusts the annotation, which only the CSR Service (and whoever
-	// else may create CSRs in the hub's kube-apiserver) can set.
-	ApproveRenewals bool
-	// Logger; default: discard.
-	Logger logr.Logger
+// Option configures a Signer.
+type Option func(*settings)
+
+type settings struct {
+	validity        time.Duration
+	autoApprove     []string
+	approveRenewals bool
+	log             logr.Logger
 }
+
+// WithValidity sets how long the certificates it issues are valid.
+// Default: DefaultValidity. A request's spec.expirationSeconds shortens
+// it, never lengthens it.
+func WithValidity(d time.Duration) Option { return func(s *settings) { s.validity = d } }
+
+// WithAutoApprove names the users (the CSR's
+// kubeservice.CSRUserAnnotation, which the CSR Service sets from the
+// verified identity) whose requests the Signer approves itself. Default:
+// none.
+func WithAutoApprove(users ...string) Option {
+	return func(s *settings) { s.autoApprove = append(s.autoApprove, users...) }
+}
+
+// WithApproveRenewals makes the Signer approve an agent's request for a
+// certificate of its own name: one whose user (the verified identity that
+// sent it, in the CSR's kubeservice.CSRUserAnnotation) is the common name
+// it asks for, an agent's — as OCM's hub approves the rotation of an
+// agent's certificate. Default: off. Like WithAutoApprove, it trusts the
+// annotation, which only the CSR Service (and whoever else may create CSRs
+// in the hub's kube-apiserver) can set.
+func WithApproveRenewals() Option { return func(s *settings) { s.approveRenewals = true } }
+
+// WithLogger sets the Signer's logger. Default: discard.
+func WithLogger(l logr.Logger) Option { return func(s *settings) { s.log = l } }
 
 // Signer issues certificates for approved requests. Run it on every
 // replica of the hub or on one: issuing is idempotent (a request that has
@@ -68,13 +82,13 @@ type Signer struct {
 	informer cache.SharedIndexInformer
 	ca       *x509.Certificate
 	key      crypto.Signer
-	opts     Options
+	opts     settings
 	queue    workqueue.TypedRateLimitingInterface[string]
 }
 
 // New returns a Signer over client and informer, issuing with the CA whose
 // certificate and key are the PEM pair caCert and caKey.
-func New(client kubernetes.Interface, informer certinformers.CertificateSigningRequestInformer, caCert, caKey []byte, opts Options) (*Signer, error) {
+func New(client kubernetes.Interface, informer certinformers.CertificateSigningRequestInformer, caCert, caKey []byte, options ...Option) (*Signer, error) {
 	if client == nil || informer == nil {
 		return nil, errors.New("new signer: client and informer are required")
 	}
@@ -93,14 +107,12 @@ func New(client kubernetes.Interface, informer certinformers.CertificateSigningR
 	if !ok {
 		return nil, errors.New("new signer: CA key cannot sign")
 	}
-	if opts.Validity < 0 {
-		return nil, fmt.Errorf("new signer: negative validity %v", opts.Validity)
+	opts := settings{validity: DefaultValidity, log: logr.Discard()}
+	for _, o := range options {
+		o(&opts)
 	}
-	if opts.Validity == 0 {
-		opts.Validity = DefaultValidity
-	}
-	if opts.Logger.GetSink() == nil {
-		opts.Logger = logr.Discard()
+	if opts.validity <= 0 {
+		return nil, fmt.Errorf("new signer: validity %v: want more than 0", opts.validity)
 	}
 	s := &Signer{client: client, lister: informer.Lister(), informer: informer.Informer(), ca: ca, key: key, opts: opts,
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
@@ -135,7 +147,7 @@ func (s *Signer) Run(ctx context.Context) {
 			return
 		}
 		if err := s.handle(ctx, name); err != nil && !apierrors.IsConflict(err) {
-			s.opts.Logger.Error(err, "CSR not handled; retrying", "csr", name)
+			s.opts.log.Error(err, "CSR not handled; retrying", "csr", name)
 			s.queue.AddRateLimited(name)
 		} else {
 			s.queue.Forget(name)
@@ -161,8 +173,8 @@ func (s *Signer) handle(ctx context.Context, name string) error {
 		user := csr.Annotations[kubeservice.CSRUserAnnotation]
 		reason, message := "AutoApproved", fmt.Sprintf("%s is an auto-approved user", user)
 		switch {
-		case user != "" && slices.Contains(s.opts.AutoApprove, user):
-		case s.opts.ApproveRenewals && s.isRenewal(csr, user):
+		case user != "" && slices.Contains(s.opts.autoApprove, user):
+		case s.opts.approveRenewals && s.isRenewal(csr, user):
 			reason, message = "AutoApprovedRenewal", fmt.Sprintf("%s renews its own certificate", user)
 		default:
 			return nil // another actor decides
@@ -233,7 +245,7 @@ func (s *Signer) issue(csr *certificatesv1.CertificateSigningRequest) ([]byte, e
 	if err != nil {
 		return nil, err
 	}
-	validity := s.opts.Validity
+	validity := s.opts.validity
 	if e := csr.Spec.ExpirationSeconds; e != nil && time.Duration(*e)*time.Second < validity {
 		validity = time.Duration(*e) * time.Second
 	}

@@ -54,7 +54,7 @@ func TestTheSignerIssuesApprovedRequests(t *testing.T) {
 	ca := testcerts.NewCA(t)
 	inf := informers.NewSharedInformerFactory(kube, 0)
 	s, err := signer.New(kube, inf.Certificates().V1().CertificateSigningRequests(), ca.CertPEM, ca.KeyPEM(t),
-		signer.Options{Validity: time.Hour, AutoApprove: []string{autoUser}})
+		signer.WithValidity(time.Hour), signer.WithAutoApprove(autoUser))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -155,7 +155,7 @@ func conditionMessage(c *certificatesv1.CertificateSigningRequest, typ certifica
 	return ""
 }
 
-func TestNewRefusesABadCA(t *testing.T) {
+func TestNewRefusesABadCAOrValidity(t *testing.T) {
 	inf := informers.NewSharedInformerFactory(fake.NewClientset(), 0)
 	ca := testcerts.NewCA(t)
 	leaf := ca.Client(t, "not-a-ca")
@@ -164,13 +164,19 @@ func TestNewRefusesABadCA(t *testing.T) {
 		"not a CA":           {leaf.CertPEM, leaf.KeyPEM},
 		"a key not the CA's": {ca.CertPEM, leaf.KeyPEM},
 	} {
-		if _, err := signer.New(fake.NewClientset(), inf.Certificates().V1().CertificateSigningRequests(), pair[0], pair[1], signer.Options{}); err == nil {
+		if _, err := signer.New(fake.NewClientset(), inf.Certificates().V1().CertificateSigningRequests(), pair[0], pair[1]); err == nil {
 			t.Errorf("%s: New accepted it", name)
+		}
+	}
+	for _, d := range []time.Duration{0, -time.Hour} {
+		if _, err := signer.New(fake.NewClientset(), inf.Certificates().V1().CertificateSigningRequests(), ca.CertPEM, ca.KeyPEM(t),
+			signer.WithValidity(d)); err == nil || !strings.Contains(err.Error(), "validity") {
+			t.Errorf("validity %v: %v, want an error naming it", d, err)
 		}
 	}
 }
 
-// With ApproveRenewals the signer approves an agent's request for a
+// With WithApproveRenewals the signer approves an agent's request for a
 // certificate of its own name, and nothing else: not another agent's
 // name, not a bootstrap user's request.
 func TestTheSignerApprovesRenewalsWhenAsked(t *testing.T) {
@@ -179,7 +185,7 @@ func TestTheSignerApprovesRenewalsWhenAsked(t *testing.T) {
 	ca := testcerts.NewCA(t)
 	inf := informers.NewSharedInformerFactory(kube, 0)
 	s, err := signer.New(kube, inf.Certificates().V1().CertificateSigningRequests(), ca.CertPEM, ca.KeyPEM(t),
-		signer.Options{ApproveRenewals: true})
+		signer.WithApproveRenewals())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -235,6 +235,11 @@ func (s *Service) StatusHashes(_ context.Context, cluster string) ([]types.Statu
 	return codec.StatusHashes(works)
 }
 
+// AcknowledgesSpecs implements server.Acknowledger: a work agent reports a
+// status for every generation it applies, so the server sends again a
+// generation that goes without one.
+func (s *Service) AcknowledgesSpecs() bool { return true }
+
 // HandleStatusUpdate implements server.Service: it writes the status an
 // agent reported to the work's status subresource, unless a newer status
 // of the work went through first. A status with the Deleted condition
@@ -244,7 +249,7 @@ func (s *Service) HandleStatusUpdate(ctx context.Context, evt *cloudevents.Event
 	if err := server.RequireStatusUpdate(evt); err != nil {
 		return err
 	}
-	reported, err := s.codec.Decode(evt)
+	reported, err := generic.Decode(s.codec, evt)
 	if err != nil {
 		return status.Errorf(codes.InvalidArgument, "status event %s: %v", evt.ID(), err)
 	}

@@ -142,6 +142,11 @@ func (s *Service) RegisterHandler(h server.EventHandler) {
 	s.handlers = append(s.handlers, h)
 }
 
+// AcknowledgesSpecs implements server.Acknowledger: a work agent reports a
+// status for every generation it applies, so the server sends again a
+// generation that goes without one.
+func (s *Service) AcknowledgesSpecs() bool { return true }
+
 // Get implements server.Service: the spec event of the work whose UID is
 // resourceID.
 func (s *Service) Get(ctx context.Context, resourceID string) (*cloudevents.Event, error) {
@@ -197,7 +202,7 @@ func (s *Service) HandleStatusUpdate(ctx context.Context, evt *cloudevents.Event
 	if err := server.RequireStatusUpdate(evt); err != nil {
 		return err
 	}
-	reported, err := s.codec.Decode(evt)
+	reported, err := generic.Decode(s.codec, evt)
 	if err != nil {
 		return status.Errorf(codes.InvalidArgument, "status event %s: %v", evt.ID(), err)
 	}

@@ -19,7 +19,6 @@
 package workstore
 
 import (
-	"bytes"
 	"context"
 	"encoding/base64"
 	"encoding/json"
@@ -30,15 +29,14 @@ import (
 	"strings"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/selection"
 	"k8s.io/apimachinery/pkg/util/validation"
-	"k8s.io/apimachinery/pkg/util/validation/field"
 	workv1 "open-cluster-management.io/api/work/v1"
 
 	"github.com/workwire/sdk-go/generic"
+	"github.com/workwire/sdk-go/internal/manifests"
 )
 
 // Store keeps ManifestWorks and their statuses. Implementations are
@@ -148,27 +146,7 @@ func CheckWork(w *workv1.ManifestWork) error {
 	if err := CheckNames(w.Namespace, w.Name); err != nil {
 		return err
 	}
-	var errs field.ErrorList
-	manifests := field.NewPath("spec", "workload", "manifests")
-	for i, m := range w.Spec.Workload.Manifests {
-		raw := m.Raw
-		if raw == nil && m.Object != nil {
-			var err error
-			if raw, err = json.Marshal(m.Object); err != nil {
-				errs = append(errs, field.Invalid(manifests.Index(i), "", err.Error()))
-				continue
-			}
-		}
-		var tm metav1.TypeMeta
-		if err := json.Unmarshal(raw, &tm); err != nil || len(bytes.TrimSpace(raw)) == 0 || bytes.TrimSpace(raw)[0] != '{' {
-			errs = append(errs, field.Invalid(manifests.Index(i), "", "must be a JSON object"))
-			continue
-		}
-		if tm.APIVersion == "" || tm.Kind == "" {
-			errs = append(errs, field.Required(manifests.Index(i), "apiVersion and kind"))
-		}
-	}
-	if len(errs) > 0 {
+	if errs := manifests.Check(w); len(errs) > 0 {
 		return apierrors.NewInvalid(schema.GroupKind{Group: workv1.GroupName, Kind: "ManifestWork"}, w.Name, errs)
 	}
 	return nil

@@ -73,7 +73,7 @@ func TestOCMKlusterletJoinsAWorkwireHub(t *testing.T) {
 	ca := testcerts.NewCA(t)
 	const validity = time.Minute
 	h, err := registrationhub.New(registrationhub.Config{Kube: kube, Cluster: clusters, AddOn: addons, CACert: ca.CertPEM, CAKey: ca.KeyPEM(t),
-		Signer: signer.Options{Validity: validity, ApproveRenewals: true}})
+		SignerOptions: []signer.Option{signer.WithValidity(validity), signer.WithApproveRenewals()}})
 	if err != nil {
 		t.Fatal(err)
 	}

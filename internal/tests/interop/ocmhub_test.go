@@ -89,7 +89,7 @@ func TestWorkwireAgentsJoinOCMsHub(t *testing.T) {
 	// with the CA OCM's server trusts.
 	kubeInf := informers.NewSharedInformerFactory(kube, 0)
 	sign, err := signer.New(kube, kubeInf.Certificates().V1().CertificateSigningRequests(), ca.CertPEM, ca.KeyPEM(t),
-		signer.Options{Validity: time.Hour, AutoApprove: []string{"system:serviceaccount:" + cluster + ":bootstrap"}, ApproveRenewals: true})
+		signer.WithValidity(time.Hour), signer.WithAutoApprove("system:serviceaccount:"+cluster+":bootstrap"), signer.WithApproveRenewals())
 	if err != nil {
 		t.Fatal(err)
 	}

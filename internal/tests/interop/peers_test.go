@@ -353,7 +353,7 @@ func (h *ocmHub) restart(t *testing.T) {
 func (h *ocmHub) describe(cluster, name string) string {
 	w, err := h.lister.ManifestWorks(cluster).Get(name)
 	if err != nil {
-		return err.Error()
+		return fmt.Sprintf("%v; works its informer lost at their create: %d", err, h.lost.Load())
 	}
 	return fmt.Sprintf("generation %d, resourceVersion %s, annotations %v, finalizers %v, conditions %+v; statuses dropped: %d (%s); works its informer lost: %d",
 		w.Generation, w.ResourceVersion, w.Annotations, w.Finalizers, w.Status.Conditions, h.dropped(), firstDrop(h), h.lost.Load())
@@ -500,6 +500,19 @@ type dropCounter struct {
 	reasons  map[generic.DropReason]int
 	received map[string]int
 	sent     map[string]int
+	resent   int
+}
+
+func (d *dropCounter) SpecResent(types.DataType) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.resent++
+}
+
+func (d *dropCounter) resends() int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.resent
 }
 
 func (d *dropCounter) EventSent(_ generic.Side, t types.EventType, err error) {

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/workwire/sdk-go/internal/ack"
 	"github.com/workwire/sdk-go/internal/tlsfiles"
 	"github.com/workwire/sdk-go/options"
 )
@@ -46,6 +47,10 @@ const (
 	// DefaultSourceID is the source ID the server speaks as for the data
 	// types a Service backs.
 	DefaultSourceID = "grpc-server"
+	// DefaultSpecResendAfter is the least time the server waits for an
+	// agent's status at a spec's version before it sends the spec again
+	// (Config.SpecResendAfter).
+	DefaultSpecResendAfter = ack.DefaultAfter
 	// DefaultListenAddress is where ListenAndServe listens: every
 	// interface, at the port OCM's hub serves gRPC on.
 	DefaultListenAddress = ":8090"
@@ -123,6 +128,17 @@ type Config struct {
 	// KeepOrphans never deletes orphans from agents: for Services that do
 	// not hold every resource they once sent. Default: false.
 	KeepOrphans bool `json:"keepOrphans,omitempty"`
+	// SpecResendAfter is the least time the server waits for an agent's
+	// status at the version of a spec it sent before it sends the spec
+	// again, for the Services that are Acknowledgers: after that, or
+	// twice the slowest acknowledgement the agent gave of late if that is
+	// longer, doubling with each re-send up to ten minutes, the oldest
+	// first, at most 500 per agent at a time. An agent that has said
+	// nothing for as long gets one spec at a time until it answers. What
+	// an agent not connected to this server misses, its spec resync brings
+	// it when it connects. Negative sends nothing again. Default:
+	// DefaultSpecResendAfter.
+	SpecResendAfter options.Duration `json:"specResendAfter,omitempty"`
 }
 
 // TLSConfig is the server side of TLS. The certificate, key and client CA
@@ -310,5 +326,6 @@ func (c Config) withDefaults() Config {
 	options.Default(&c.KeepAliveTime, options.Duration(DefaultKeepAliveTime))
 	options.Default(&c.KeepAliveTimeout, options.Duration(DefaultKeepAliveTimeout))
 	options.Default(&c.MinClientPingInterval, options.Duration(DefaultMinClientPingInterval))
+	options.Default(&c.SpecResendAfter, options.Duration(DefaultSpecResendAfter))
 	return c
 }

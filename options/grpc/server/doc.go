@@ -48,7 +48,10 @@
 // reconnects through the same address to another one, which answers the
 // agent's spec resync from the store and asks it for the statuses the store
 // lacks (a status resync, narrowed to the differing ones when the Service
-// implements StatusHasher). The server speaks for such data types as source
+// implements StatusHasher). It answers a spec resync as a generic source
+// does, by the same code; an agent ahead of the store (one that lost its
+// versions) is repaired by a Service that implements VersionRepairer and
+// logged otherwise. The server speaks for such data types as source
 // Config.SourceID, and hands agents' status for them to the Service. It
 // hands the Service an agent's spec requests of its data type too (an OCM
 // agent creates its ManagedCluster and its CSRs and renews its Lease with
@@ -56,6 +59,17 @@
 // as the agent of the cluster they name, and the Service learns the
 // agent's verified identity from IdentityFrom. A Service whose agents
 // write only statuses refuses them (RequireStatusUpdate).
+//
+// A spec a Service's change sends can be lost on its way, and an agent that
+// asks for specs only when it connects would not ask again. For a Service
+// that is an Acknowledger (the work Services are), the server waits for a
+// status at each spec's version and sends the spec again when none comes
+// (Config.SpecResendAfter), with a backoff per spec, the oldest first, one
+// at a time to an agent that has said nothing for as long as it takes to
+// acknowledge; an agent's spec resync settles what it lacks. Each replica
+// waits for what it sent: an agent's statuses acknowledge at the replica
+// it publishes to, so one that publishes elsewhere than it subscribes gets
+// what it had once more.
 //
 // # Security
 //
@@ -107,6 +121,13 @@
 //   - grpc_server_tls_handshake_failures_total (counter; reason: expired,
 //     unknown_authority or other): connections refused before any call,
 //     such as an agent's with an expired or foreign certificate
+//   - grpc_server_ce_first_status_latency_seconds (histogram; data_type):
+//     a spec's first send to the status that acknowledged it, and
+//     grpc_server_ce_specs_resent_total (counter; data_type): specs sent
+//     again for want of it (Acknowledger)
+//   - grpc_server_ce_unacknowledged_specs and
+//     grpc_server_ce_oldest_unacknowledged_spec_seconds (gauges): the specs
+//     that wait for a status, and the age of the oldest
 //
 // The cluster and data_type labels come from what callers send, so only
 // calls that passed authentication and authorization set them: a refused
@@ -119,7 +140,8 @@
 //
 // Serve runs gRPC's goroutines and one handler goroutine per call; a
 // subscription of an agent to a Service-backed data type adds one worker
-// that answers its resyncs. All of them end before Serve returns. Service
+// that answers its resyncs, and each Serve one that sends unacknowledged
+// specs again. All of them end before Serve returns. Service
 // handlers (EventHandler) run on the Service's goroutines and never block on
 // a subscriber.
 package server

@@ -8,6 +8,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc/stats"
 	"google.golang.org/grpc/status"
+
+	"github.com/workwire/sdk-go/internal/ack"
 )
 
 // metrics are the server's Prometheus metrics: the general gRPC server ones
@@ -28,9 +30,17 @@ type metrics struct {
 	ceProcessed         *prometheus.CounterVec
 	ceProcessedDuration *prometheus.HistogramVec
 	handshakeFailures   *prometheus.CounterVec
+
+	// Specs sent and not acknowledged (see Acknowledger).
+	firstStatusLatency *prometheus.HistogramVec
+	specsResent        *prometheus.CounterVec
+	unacknowledged     prometheus.GaugeFunc
+	oldestUnacked      prometheus.GaugeFunc
 }
 
-func newMetrics() *metrics {
+// newMetrics returns the server's metrics; acks, if not nil, feeds the
+// gauges of unacknowledged specs.
+func newMetrics(acks *ack.Tracker) *metrics {
 	rpc := []string{"grpc_type", "grpc_service", "grpc_method"}
 	ce := []string{"cluster", "data_type", "method"}
 	counter := func(name, help string, labels []string) *prometheus.CounterVec {
@@ -63,6 +73,31 @@ func newMetrics() *metrics {
 		handshakeFailures: counter("grpc_server_tls_handshake_failures_total",
 			"Total number of TLS handshakes the server refused, by reason: expired (a client certificate expired or not yet valid), unknown_authority, or other.",
 			[]string{"reason"}),
+		firstStatusLatency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "grpc_server_ce_first_status_latency_seconds",
+			Help:    "Histogram of the time from the server's first send of a spec's version to the first status that acknowledges it.",
+			Buckets: prometheus.ExponentialBuckets(0.001, 4, 10), // 1ms to 4m, as workwire_first_status_latency_seconds
+		}, []string{"data_type"}),
+		specsResent: counter("grpc_server_ce_specs_resent_total", "Total number of specs the server sent again for want of a status acknowledging them.",
+			[]string{"data_type"}),
+		unacknowledged: prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "grpc_server_ce_unacknowledged_specs", Help: "Number of specs the server sent that no status has acknowledged yet.",
+		}, func() float64 {
+			if acks == nil {
+				return 0
+			}
+			n, _ := acks.Pending(time.Now())
+			return float64(n)
+		}),
+		oldestUnacked: prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "grpc_server_ce_oldest_unacknowledged_spec_seconds", Help: "Age of the oldest spec the server sent that no status has acknowledged yet.",
+		}, func() float64 {
+			if acks == nil {
+				return 0
+			}
+			_, oldest := acks.Pending(time.Now())
+			return oldest.Seconds()
+		}),
 	}
 }
 
@@ -70,6 +105,7 @@ func (m *metrics) collectors() []prometheus.Collector {
 	return []prometheus.Collector{
 		m.activeConnections, m.started, m.msgReceived, m.msgSent, m.msgReceivedBytes, m.msgSentBytes, m.handled, m.handlingSeconds,
 		m.ceCalled, m.ceMsgReceived, m.ceMsgSent, m.ceProcessed, m.ceProcessedDuration, m.handshakeFailures,
+		m.firstStatusLatency, m.specsResent, m.unacknowledged, m.oldestUnacked,
 	}
 }
 

@@ -25,6 +25,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/workwire/sdk-go/generic/types"
+	"github.com/workwire/sdk-go/internal/ack"
 	"github.com/workwire/sdk-go/options"
 	"github.com/workwire/sdk-go/options/grpc/protocol"
 )
@@ -100,6 +101,7 @@ type Server struct {
 	queueBytes int
 	queueWait  time.Duration
 
+	acks     *ack.Tracker // nil if specs are not sent again
 	reg      *registry
 	nextID   atomic.Uint64
 	servedAt atomic.Int64 // when Serve began, Unix nanoseconds
@@ -123,6 +125,9 @@ func New(cfg Config, opts ...Option) (*Server, error) {
 		queueWait:  time.Duration(cfg.QueueWait),
 		reg:        newRegistry(),
 	}
+	if after := time.Duration(cfg.SpecResendAfter); after > 0 {
+		s.acks = ack.New(ack.Config{After: after, Max: max(ack.DefaultMax, after), PerRound: ack.DefaultPerRound})
+	}
 	for _, o := range opts {
 		o(s)
 	}
@@ -143,7 +148,8 @@ func New(cfg Config, opts ...Option) (*Server, error) {
 		case s.services[dt] != nil:
 			errs = append(errs, fmt.Errorf("two services for %s", dt))
 		default:
-			b := &binding{dataType: dt, svc: p.svc}
+			a, ok := p.svc.(Acknowledger)
+			b := &binding{dataType: dt, svc: p.svc, acked: s.acks != nil && ok && a.AcknowledgesSpecs(), peer: dt.String()}
 			s.services[dt], s.services[dt.Singular()] = b, b
 			s.bindings = append(s.bindings, b)
 		}
@@ -164,7 +170,7 @@ func New(cfg Config, opts ...Option) (*Server, error) {
 		s.recheck = DefaultAuthCacheTTL
 	}
 	if s.registerer != nil {
-		s.metrics = newMetrics()
+		s.metrics = newMetrics(s.acks)
 		if err := s.metrics.register(s.registerer); err != nil {
 			return nil, fmt.Errorf("grpc server: register metrics: %w", err)
 		}
@@ -234,6 +240,12 @@ func (s *Server) Serve(ctx context.Context, lis net.Listener) error {
 	protocol.RegisterCloudEventServiceServer(gs, in)
 	errc := make(chan error, 1)
 	go func() { errc <- gs.Serve(lis) }()
+	if s.acks != nil {
+		resendCtx, stopResends := context.WithCancel(ctx)
+		resends := make(chan struct{})
+		go func() { s.resendLoop(resendCtx); close(resends) }()
+		defer func() { stopResends(); <-resends }()
+	}
 	s.log.V(0).Info("serving", "address", lis.Addr().String())
 	select {
 	case err := <-errc:

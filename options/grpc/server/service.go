@@ -4,10 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"time"
 
 	cloudevents "github.com/cloudevents/sdk-go/v2/event"
-	"github.com/google/uuid"
+	"github.com/go-logr/logr"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -107,6 +108,18 @@ type Resyncer interface {
 	Resyncs() bool
 }
 
+// VersionRepairer is implemented by a Service that can move a resource past
+// a version an agent holds, as generic.VersionRepairer is for a source's
+// Lister: when an agent's spec resync names a resource at a newer version
+// than the Service's (a store that lost its versions), the server calls
+// RepairVersion, which must store the resource at a version above
+// agentVersion and return its spec event; the server then sends it.
+// Without it the resource stays as the agent holds it until the Service
+// changes it past that version.
+type VersionRepairer interface {
+	RepairVersion(ctx context.Context, resourceID string, agentVersion int64) (*cloudevents.Event, error)
+}
+
 // resyncs reports whether b's resources are resynced with agents.
 func (b *binding) resyncs() bool {
 	r, ok := b.svc.(Resyncer)
@@ -120,6 +133,10 @@ var ErrNotFound = errors.New("resource not found")
 type binding struct {
 	dataType types.DataType
 	svc      Service
+	// acked: the server waits for acknowledgements of its specs, as peer
+	// of ack.Peer names it (see Acknowledger).
+	acked bool
+	peer  string
 }
 
 // serviceFor returns the binding of dt (plural or singular form), or nil.
@@ -183,7 +200,11 @@ func (s *Server) sendFromService(ctx context.Context, b *binding, resourceID str
 		return fmt.Errorf("encode %s %s: %w", b.dataType, resourceID, err)
 	}
 	route := options.Route{Role: options.RoleSpec, Source: s.sourceID, Cluster: cluster}
+	s.sending(b, cluster, evt) // before it goes: its status may come back first
 	n := s.reg.route(route, newQueued(route.Cluster, pbe, b.dataType))
+	if n == 0 {
+		s.unsent(b, cluster, resourceID)
+	}
 	s.log.V(4).Info("sent a change from the service", "dataType", b.dataType, "resourceID", resourceID, "cluster", cluster, "subscribers", n)
 	return nil
 }
@@ -193,6 +214,7 @@ func (s *Server) handleStatus(ctx context.Context, b *binding, route options.Rou
 	if c, ok, _ := types.StringExtension(evt, types.ExtClusterName); !ok || c == "" {
 		evt.SetExtension(types.ExtClusterName, route.Cluster) // the verified cluster
 	}
+	s.acknowledge(b, route.Cluster, evt)
 	return b.svc.HandleStatusUpdate(ctx, evt)
 }
 
@@ -201,7 +223,7 @@ func (s *Server) handleStatus(ctx context.Context, b *binding, route options.Rou
 type agentWork struct {
 	s        *Server
 	sub      *subscriber
-	sessions resync.Sessions[string, *cloudevents.Event, struct{}] // by data type
+	sessions resync.Sessions[string, spec, struct{}] // by data type
 }
 
 // specResyncTTL is how long the batches of one spec resync may take to
@@ -224,22 +246,15 @@ func (w *agentWork) requestStatusResync(ctx context.Context, b *binding) {
 			hashes = nil
 		}
 	}
-	batches := types.Batches(hashes, types.BatchBytes(agentReceiveLimit), types.StatusHashSize)
-	if len(batches) == 0 {
-		batches = [][]types.StatusHash{{}}
-	}
-	resyncID := uuid.NewString()
 	et := types.EventType{DataType: b.dataType, SubResource: types.SubResourceStatus, Action: types.ResyncRequest}
-	for i, batch := range batches {
-		evt := w.s.newEvent(et)
-		evt.SetExtension(types.ExtResyncID, resyncID)
-		evt.SetExtension(types.ExtResyncBatch, int32(i))
-		evt.SetExtension(types.ExtResyncBatches, int32(len(batches)))
-		if err := evt.SetData(cloudevents.ApplicationJSON, types.StatusHashList{StatusHashes: batch}); err != nil {
-			w.s.log.Error(err, "encode status resync", "dataType", b.dataType)
-			return
-		}
-		route := options.Route{Role: options.RoleStatusResync, Source: w.s.sourceID}
+	events, err := resync.Request(w.s.sourceID, et, hashes, agentReceiveLimit, types.StatusHashSize,
+		func(e []types.StatusHash) any { return types.StatusHashList{StatusHashes: e} }, nil)
+	if err != nil {
+		w.s.log.Error(err, "encode status resync", "dataType", b.dataType)
+		return
+	}
+	route := options.Route{Role: options.RoleStatusResync, Source: w.s.sourceID}
+	for _, evt := range events {
 		if w.send(ctx, route, b, evt) != nil {
 			return
 		}
@@ -247,119 +262,137 @@ func (w *agentWork) requestStatusResync(ctx context.Context, b *binding) {
 }
 
 // answerSpecResync answers one batch of the agent's spec resync for b's
-// data type as package resync decides (as a generic source does): every
-// resource it names that the Service holds newer (or is deleting), a
-// delete_request for every resource it names and attributes to this server
-// that the Service no longer holds, and, with the last batch, every
-// resource of the agent's cluster no batch named. A failure is logged; the
-// agent's next resync asks again.
+// data type as package resync answers it for every source
+// (resync.AnswerSpec). A failure is logged; the agent's next resync asks
+// again.
 func (w *agentWork) answerSpecResync(ctx context.Context, b *binding, batch *cloudevents.Event) {
 	log := w.s.log.WithValues("dataType", b.dataType, "cluster", w.sub.cluster)
-	resyncID, index, total, err := resync.BatchOf(batch)
+	req, err := resync.ParseSpecRequest(batch)
 	if err != nil {
 		log.Error(err, "malformed spec resync; skipped")
 		return
 	}
-	req, err := types.DecodeResourceVersionList(batch.Data())
+	src := specAnswer{w: w, b: b, log: log}
+	answer, err := resync.AnswerSpec(ctx, &w.sessions, b.dataType.String(), specResyncTTL, req, w.s.orphans(), src,
+		func(*resync.Session[spec, struct{}]) { w.s.resynced(b, w.sub.cluster) })
 	if err != nil {
-		log.Error(err, "malformed spec resync; skipped")
+		log.Error(err, "spec resync answer failed; the agent's next resync asks again")
 		return
 	}
-	eventSource, _, err := types.StringExtension(batch, types.ExtOriginalSource)
-	if err != nil {
-		log.Error(err, "malformed spec resync; skipped")
-		return
+	if answer.Kept > 0 {
+		log.V(2).Info("in the orphan grace period: orphans are kept for now", "orphans", answer.Kept)
 	}
-	orphans := w.s.orphans()
-	key := b.dataType.String()
-	sess, fresh := w.sessions.Open(key, resyncID, total, specResyncTTL, time.Now())
-	if fresh {
-		held, err := w.list(ctx, b)
-		if err != nil {
-			w.sessions.Close(key, sess)
-			log.Error(err, "list for spec resync; the agent's next resync asks again")
-			return
-		}
-		sess.Hold(held)
+	if sess := answer.Done; sess != nil {
+		log.V(2).Info("answered spec resync", "sent", sess.Sent, "held", sess.Held())
 	}
-	if sess.Answered(index) {
-		return
-	}
-	route := options.Route{Role: options.RoleSpec, Source: w.s.sourceID, Cluster: w.sub.cluster}
-	kept := 0
-	var sends []func() error
-	for _, e := range req.ResourceVersions {
-		evt, ok := sess.Name(e.ResourceID)
-		held, err := heldOf(evt, ok)
-		if err != nil {
-			log.Error(err, "spec from the service; skipped", "resourceID", e.ResourceID)
-			continue
-		}
-		switch resync.Spec(held, ok, e, eventSource, orphans) {
-		case resync.Send:
-		case resync.DeleteOrphan:
-			evt = w.s.orphanDelete(b, w.sub.cluster, e)
-		case resync.KeepOrphan:
-			kept++
-			continue
-		case resync.AgentAhead:
-			log.V(2).Info("the agent holds a newer version than the service", "resourceID", e.ResourceID, "service", held.Version, "agent", e.ResourceVersion)
-			continue
-		default:
-			continue
-		}
-		sends = append(sends, func() error { return w.send(ctx, route, b, evt) })
-	}
-	if sess.Send(sends) != nil {
-		return
-	}
-	if kept > 0 {
-		log.V(2).Info("in the orphan grace period: orphans are kept for now", "orphans", kept)
-	}
-	if !sess.Finish(index) {
-		return
-	}
-	if sess.AnswerUnnamed(func(evt *cloudevents.Event) error { return w.send(ctx, route, b, evt) }) != nil {
-		return
-	}
-	w.sessions.Close(key, sess)
-	log.V(2).Info("answered spec resync", "sent", sess.Sent, "held", sess.Held())
 }
 
-// list returns the spec events of the agent's resources of b's data type
-// that the Service holds, by resource ID.
-func (w *agentWork) list(ctx context.Context, b *binding) (map[string]*cloudevents.Event, error) {
-	evts, err := b.svc.List(ctx, ListOptions{ClusterName: w.sub.cluster, DataType: b.dataType.String()})
+// spec is a Service's spec event of one resource, and what package resync
+// needs to know of it.
+type spec struct {
+	evt  *cloudevents.Event
+	held resync.Held
+}
+
+// specAnswer is the server over b's Service as resync.AnswerSpec sees it,
+// answering the spec resync of w's agent.
+type specAnswer struct {
+	w   *agentWork
+	b   *binding
+	log logr.Logger
+}
+
+// List returns the spec events of the agent's resources of b's data type
+// that the Service holds, by resource ID; one it cannot read is logged and
+// left out.
+func (a specAnswer) List(ctx context.Context) (map[string]spec, error) {
+	evts, err := a.b.svc.List(ctx, ListOptions{ClusterName: a.w.sub.cluster, DataType: a.b.dataType.String()})
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("list for spec resync: %w", err)
 	}
-	held := make(map[string]*cloudevents.Event, len(evts))
+	held := make(map[string]spec, len(evts))
 	for _, e := range evts {
-		id, _, err := types.StringExtension(e, types.ExtResourceID)
-		if err != nil || id == "" {
-			w.s.log.Error(err, "a spec from the service without a resource ID; skipped", "dataType", b.dataType, "id", e.ID())
+		id, sp, err := specOf(e)
+		switch {
+		case id == "":
+			a.log.Error(err, "a spec from the service without a resource ID; skipped", "id", e.ID())
 			continue
+		case err != nil:
+			// Held all the same, so the agent is never told to delete
+			// what the Service has: it gets the event as it is, and
+			// judges it.
+			a.log.Error(err, "a spec from the service that cannot be read; sent as it is", "id", e.ID(), "resourceID", id)
+			sp = spec{evt: e, held: resync.Held{Version: math.MaxInt64}}
 		}
-		held[id] = e
+		held[id] = sp
 	}
 	return held, nil
 }
 
-// heldOf is what package resync needs to know of a Service's spec event,
-// if ok.
-func heldOf(evt *cloudevents.Event, ok bool) (resync.Held, error) {
+func (a specAnswer) Held(sp spec) resync.Held { return sp.held }
+
+// Repair asks a VersionRepairer Service to move the resource past the
+// version the agent holds; without one the resource stays as the agent
+// holds it, as a generic source without a VersionRepairer leaves it.
+func (a specAnswer) Repair(ctx context.Context, sp spec, agentVersion int64) (spec, error) {
+	id, _, _ := types.StringExtension(sp.evt, types.ExtResourceID)
+	r, ok := a.b.svc.(VersionRepairer)
 	if !ok {
-		return resync.Held{}, nil
+		a.log.V(2).Info("agent holds a newer version than the service; no VersionRepairer", "resourceID", id, "service", sp.held.Version, "agent", agentVersion)
+		return sp, nil
+	}
+	evt, err := r.RepairVersion(ctx, id, agentVersion)
+	if err != nil {
+		return sp, fmt.Errorf("repair version of %s: %w", id, err)
+	}
+	_, repaired, err := specOf(evt)
+	if err != nil {
+		return sp, fmt.Errorf("repair version of %s: %w", id, err)
+	}
+	a.log.V(2).Info("repaired version", "resourceID", id, "was", sp.held.Version, "agent", agentVersion, "now", repaired.held.Version)
+	return repaired, nil
+}
+
+func (a specAnswer) Send(ctx context.Context, sp spec, _ bool) error {
+	a.w.s.sending(a.b, a.w.sub.cluster, sp.evt)
+	return a.w.send(ctx, a.route(), a.b, sp.evt)
+}
+
+func (a specAnswer) DeleteOrphan(ctx context.Context, e types.ResourceVersion) error {
+	evt, err := resync.OrphanDelete(a.w.s.sourceID, a.b.dataType, a.w.sub.cluster, e)
+	if err != nil {
+		a.log.Error(err, "cannot delete orphan; skipped")
+		return nil
+	}
+	return a.w.send(ctx, a.route(), a.b, evt)
+}
+
+func (a specAnswer) route() options.Route {
+	return options.Route{Role: options.RoleSpec, Source: a.w.s.sourceID, Cluster: a.w.sub.cluster}
+}
+
+// specOf reads a Service's spec event: its resource ID, version and
+// deletion. The ID is returned with an error about the rest.
+func specOf(evt *cloudevents.Event) (string, spec, error) {
+	if evt == nil {
+		return "", spec{}, errors.New("spec event is nil")
+	}
+	id, _, err := types.StringExtension(evt, types.ExtResourceID)
+	if err != nil {
+		return "", spec{}, err
+	}
+	if id == "" {
+		return "", spec{}, errors.New("spec event has no resourceid extension")
 	}
 	v, _, err := types.Int64Extension(evt, types.ExtResourceVersion)
 	if err != nil {
-		return resync.Held{}, err
+		return id, spec{}, err
 	}
 	_, deleting, err := types.TimeExtension(evt, types.ExtDeletionTimestamp)
 	if err != nil {
-		return resync.Held{}, err
+		return id, spec{}, err
 	}
-	return resync.Held{Version: v, Deleting: deleting}, nil
+	return id, spec{evt: evt, held: resync.Held{Version: v, Deleting: deleting}}, nil
 }
 
 // orphans is the server's policy for what agents hold and its Services do
@@ -382,26 +415,4 @@ func (w *agentWork) send(ctx context.Context, route options.Route, b *binding, e
 		return nil
 	}
 	return w.sub.offerWait(ctx, newQueued(route.Cluster, pbe, b.dataType))
-}
-
-// orphanDelete is the delete_request for a resource the agent holds and the
-// Service does not.
-func (s *Server) orphanDelete(b *binding, cluster string, e types.ResourceVersion) *cloudevents.Event {
-	evt := s.newEvent(types.EventType{DataType: b.dataType, SubResource: types.SubResourceSpec, Action: types.DeleteRequest})
-	evt.SetExtension(types.ExtResourceID, e.ResourceID)
-	evt.SetExtension(types.ExtClusterName, cluster)
-	types.SetTimeExtension(evt, types.ExtDeletionTimestamp, time.Now())
-	if err := types.SetInt32Extension(evt, types.ExtResourceVersion, e.ResourceVersion); err != nil {
-		evt.SetExtension(types.ExtResourceVersion, int32(0))
-	}
-	return evt
-}
-
-func (s *Server) newEvent(et types.EventType) *cloudevents.Event {
-	evt := cloudevents.New()
-	evt.SetID(uuid.NewString())
-	evt.SetSource(s.sourceID)
-	evt.SetType(et.String())
-	evt.SetTime(time.Now())
-	return &evt
 }

@@ -2,6 +2,7 @@ package server_test
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -26,6 +27,19 @@ func specFromService(id, cluster string, version int32) *cloudevents.Event {
 	evt.SetExtension(types.ExtResourceID, id)
 	evt.SetExtension(types.ExtResourceVersion, version)
 	return evt
+}
+
+// sendSpecResync sends cluster1's spec resync, attributed to the server,
+// naming what the agent holds.
+func sendSpecResync(t *testing.T, agent options.Transport, held ...types.ResourceVersion) {
+	t.Helper()
+	resync := event("resync", "spec.resync_request", map[string]string{
+		types.ExtClusterName: "cluster1", types.ExtOriginalSource: server.DefaultSourceID,
+	})
+	_ = resync.SetData(cloudevents.ApplicationJSON, types.ResourceVersionList{ResourceVersions: held})
+	if err := send(agent, options.Route{Role: options.RoleSpecResync, Cluster: "cluster1"}, resync); err != nil {
+		t.Fatal(err)
+	}
 }
 
 func specsOf(r *transporttest.Recorder) map[string]string {
@@ -59,15 +73,7 @@ func TestServiceAnswersSpecResync(t *testing.T) {
 	}
 	agent := newTransport(t, srv.Config())
 	recv := mustStart(t, agent, options.AgentSubscriptions("cluster1", []string{dataType}))
-	resync := event("resync", "spec.resync_request", map[string]string{
-		types.ExtClusterName: "cluster1", types.ExtOriginalSource: server.DefaultSourceID,
-	})
-	_ = resync.SetData(cloudevents.ApplicationJSON, types.ResourceVersionList{ResourceVersions: []types.ResourceVersion{
-		{ResourceID: "newer", ResourceVersion: 1}, {ResourceID: "current", ResourceVersion: 5}, {ResourceID: "orphan", ResourceVersion: 3},
-	}})
-	if err := send(agent, options.Route{Role: options.RoleSpecResync, Cluster: "cluster1"}, resync); err != nil {
-		t.Fatal(err)
-	}
+	sendSpecResync(t, agent, types.ResourceVersion{ResourceID: "newer", ResourceVersion: 1}, types.ResourceVersion{ResourceID: "current", ResourceVersion: 5}, types.ResourceVersion{ResourceID: "orphan", ResourceVersion: 3})
 	recv.Wait(t, "the resync answer", 10*time.Second, func() bool { return len(specsOf(recv)) >= 3 })
 	// A marker through the same queue: anything else of the answer came before it.
 	if err := svc.Put(ctx, specFromService("marker", "cluster1", 1)); err != nil {
@@ -120,15 +126,7 @@ func TestServiceKeepsOrphansWhenToldTo(t *testing.T) {
 			srv := grpctest.NewServerWithConfig(t, cfg, server.WithService(dataType, svc))
 			agent := newTransport(t, srv.Config())
 			recv := mustStart(t, agent, options.AgentSubscriptions("cluster1", []string{dataType}))
-			resync := event("resync", "spec.resync_request", map[string]string{
-				types.ExtClusterName: "cluster1", types.ExtOriginalSource: server.DefaultSourceID,
-			})
-			_ = resync.SetData(cloudevents.ApplicationJSON, types.ResourceVersionList{ResourceVersions: []types.ResourceVersion{
-				{ResourceID: "orphan", ResourceVersion: 3},
-			}})
-			if err := send(agent, options.Route{Role: options.RoleSpecResync, Cluster: "cluster1"}, resync); err != nil {
-				t.Fatal(err)
-			}
+			sendSpecResync(t, agent, types.ResourceVersion{ResourceID: "orphan", ResourceVersion: 3})
 			// A marker through the same queue: an answer would come before it.
 			if err := svc.Put(context.Background(), specFromService("marker", "cluster1", 1)); err != nil {
 				t.Fatal(err)
@@ -209,7 +207,7 @@ func TestServiceWithoutResyncs(t *testing.T) {
 	resync := event("resync", "spec.resync_request", map[string]string{
 		types.ExtClusterName: "cluster1", types.ExtOriginalSource: server.DefaultSourceID,
 	})
-	_ = resync.SetData(cloudevents.ApplicationJSON, types.ResourceVersionList{ResourceVersions: []types.ResourceVersion{{ResourceID: "orphan", ResourceVersion: 3}}})
+	_ = resync.SetData(cloudevents.ApplicationJSON, types.ResourceVersionList{ResourceVersions: []types.ResourceVersion{types.ResourceVersion{ResourceID: "orphan", ResourceVersion: 3}}})
 	if err := send(agent, options.Route{Role: options.RoleSpecResync, Cluster: "cluster1"}, resync); err != nil {
 		t.Fatal(err)
 	}
@@ -223,5 +221,79 @@ func TestServiceWithoutResyncs(t *testing.T) {
 		if id, _, _ := types.StringExtension(d.Event, types.ExtResourceID); id != "marker" {
 			t.Errorf("got %s (resource %q) on role %s", d.Event.Type(), id, d.Route.Role)
 		}
+	}
+}
+
+// repairing is a Service that moves a resource past a version an agent
+// holds (server.VersionRepairer), as a store that lost its versions does.
+type repairing struct{ *server.MemoryService }
+
+func (r repairing) RepairVersion(ctx context.Context, resourceID string, agentVersion int64) (*cloudevents.Event, error) {
+	evt, err := r.Get(ctx, resourceID)
+	if err != nil {
+		return nil, err
+	}
+	repaired := evt.Clone()
+	repaired.SetExtension(types.ExtResourceVersion, int32(agentVersion+1))
+	return &repaired, nil
+}
+
+// An agent ahead of the Service is answered as a generic source answers it:
+// a Service that can repair its version has the repaired spec sent; one
+// that cannot leaves the agent's as it is.
+func TestServiceRepairsAVersionTheAgentIsAheadOf(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		wrap    func(*server.MemoryService) server.Service
+		version string // of "ahead" sent to the agent, "" for none
+	}{
+		{"repairing", func(m *server.MemoryService) server.Service { return repairing{m} }, "8"},
+		{"not repairing", func(m *server.MemoryService) server.Service { return m }, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			mem := server.NewMemoryService(dataType)
+			srv := grpctest.NewServer(t, server.WithService(dataType, tc.wrap(mem)))
+			ctx := context.Background()
+			for _, id := range []string{"ahead", "unnamed"} {
+				if err := mem.Put(ctx, specFromService(id, "cluster1", 2)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			agent := newTransport(t, srv.Config())
+			recv := mustStart(t, agent, options.AgentSubscriptions("cluster1", []string{dataType}))
+			sendSpecResync(t, agent, types.ResourceVersion{ResourceID: "ahead", ResourceVersion: 7})
+			// What no batch named is sent once the batch's answer was.
+			recv.Wait(t, "the unnamed resource", 10*time.Second, func() bool { _, ok := specsOf(recv)["unnamed"]; return ok })
+			var version string
+			for _, d := range recv.Deliveries() {
+				if id, _, _ := types.StringExtension(d.Event, types.ExtResourceID); id == "ahead" {
+					v, _, _ := types.Int64Extension(d.Event, types.ExtResourceVersion)
+					version = fmt.Sprint(v)
+				}
+			}
+			if version != tc.version {
+				t.Errorf("ahead sent at version %q, want %q", version, tc.version)
+			}
+		})
+	}
+}
+
+// A spec the server cannot read (a Service that stored a bad version) is
+// never taken for an orphan: the agent that holds it is not told to delete
+// it, and gets it as the Service has it.
+func TestAnUnreadableSpecIsNoOrphan(t *testing.T) {
+	mem := server.NewMemoryService(dataType)
+	srv := grpctest.NewServer(t, server.WithService(dataType, mem))
+	bad := specFromService("bad", "cluster1", 1)
+	bad.SetExtension(types.ExtResourceVersion, "not a number")
+	if err := mem.Put(context.Background(), bad); err != nil {
+		t.Fatal(err)
+	}
+	agent := newTransport(t, srv.Config())
+	recv := mustStart(t, agent, options.AgentSubscriptions("cluster1", []string{dataType}))
+	sendSpecResync(t, agent, types.ResourceVersion{ResourceID: "bad", ResourceVersion: 1})
+	recv.Wait(t, "the answer", 10*time.Second, func() bool { _, ok := specsOf(recv)["bad"]; return ok })
+	if got := specsOf(recv)["bad"]; got != dataType+".spec.create_request" {
+		t.Errorf("bad: got %q, want the Service's own create_request", got)
 	}
 }

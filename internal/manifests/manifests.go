@@ -1,0 +1,75 @@
+// Package manifests holds the one rule a ManifestWork's manifests follow
+// wherever a work is written — a hub holder's Create and Update, a
+// workstore's writes: each is a JSON object with a non-empty apiVersion and
+// kind, as a kube-apiserver requires of the embedded resources OCM's CRD
+// declares them to be, and as an agent needs to apply one.
+package manifests
+
+import (
+	"bytes"
+	"encoding/json"
+
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	workv1 "open-cluster-management.io/api/work/v1"
+
+	"github.com/workwire/sdk-go/internal/jsonscan"
+)
+
+// Check returns what is wrong with w's manifests, each by its path.
+func Check(w *workv1.ManifestWork) field.ErrorList {
+	var errs field.ErrorList
+	path := field.NewPath("spec", "workload", "manifests")
+	for i, m := range w.Spec.Workload.Manifests {
+		raw := m.Raw
+		if raw == nil && m.Object != nil {
+			var err error
+			if raw, err = json.Marshal(m.Object); err != nil {
+				errs = append(errs, field.Invalid(path.Index(i), "", err.Error()))
+				continue
+			}
+		}
+		switch typed, object := typeOf(raw); {
+		case !object:
+			errs = append(errs, field.Invalid(path.Index(i), string(truncate(bytes.TrimSpace(raw), 64)), "must be a JSON object"))
+		case !typed:
+			errs = append(errs, field.Required(path.Index(i), "apiVersion and kind"))
+		}
+	}
+	return errs
+}
+
+// typeOf reports whether raw is a JSON object, and whether its apiVersion
+// and kind are non-empty strings, in one pass and without allocating.
+func typeOf(raw []byte) (typed, object bool) {
+	i := jsonscan.SkipWS(raw, 0)
+	if i >= len(raw) || raw[i] != '{' || !jsonscan.Valid(raw) {
+		return false, false
+	}
+	var apiVersion, kind bool
+	for i = jsonscan.SkipWS(raw, i+1); raw[i] != '}'; {
+		keyEnd, _, _ := jsonscan.SkipString(raw, i)
+		v := jsonscan.SkipWS(raw, jsonscan.SkipWS(raw, keyEnd)+1) // past the colon
+		end, _ := jsonscan.SkipValue(raw, v, 1)
+		// A value is a non-empty string if it is more than its quotes;
+		// the last of a duplicated key counts, as encoding/json reads it.
+		// A key is compared as written: an escaped one is no match.
+		set := raw[v] == '"' && end-v > 2
+		switch string(raw[i+1 : keyEnd-1]) {
+		case "apiVersion":
+			apiVersion = set
+		case "kind":
+			kind = set
+		}
+		if i = jsonscan.SkipWS(raw, end); raw[i] == ',' {
+			i = jsonscan.SkipWS(raw, i+1)
+		}
+	}
+	return apiVersion && kind, true
+}
+
+func truncate(b []byte, n int) []byte {
+	if len(b) <= n {
+		return b
+	}
+	return append(b[:n:n], "..."...)
+}
