@@ -86,7 +86,7 @@ type Store[T Object] struct {
 	rv    uint64
 	items map[string]map[string]T // namespace → name → object
 	count int
-	byUID map[kubetypes.UID]ref
+	byUID map[kubetypes.UID]T // the stored object itself, not its name: slots half the size
 	// history is a ring of the last events, at most hmax. It grows as
 	// events come (a store of a few objects, as an agent's is, needs no
 	// room for thousands) and counts as full while it grows: its oldest
@@ -129,7 +129,7 @@ func New[T Object](gr schema.GroupResource, copy, share func(T) T, history int) 
 		copy:      copy,
 		share:     share,
 		items:     make(map[string]map[string]T),
-		byUID:     make(map[kubetypes.UID]ref),
+		byUID:     make(map[kubetypes.UID]T),
 		interned:  newInterner(),
 		hmax:      history,
 		watchers:  make(map[*watcher[T]]struct{}),
@@ -152,9 +152,6 @@ func (s *Store[T]) SetBookmarkInterval(d time.Duration) {
 	s.bookmarkInterval = d
 }
 
-// ref names a stored object.
-type ref struct{ namespace, name string }
-
 // get returns the stored object. The caller holds s.mu.
 func (s *Store[T]) get(namespace, name string) (T, bool) {
 	obj, ok := s.items[namespace][name]
@@ -174,6 +171,9 @@ func (s *Store[T]) put(obj T) {
 		s.count++
 	}
 	ns[obj.GetName()] = obj
+	if uid := obj.GetUID(); uid != "" {
+		s.byUID[uid] = obj
+	}
 }
 
 // remove drops the object. The caller holds s.mu for writing.
@@ -252,12 +252,8 @@ func (s *Store[T]) Peek(namespace, name string) (T, bool) {
 func (s *Store[T]) PeekUID(uid kubetypes.UID) (T, bool) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	r, ok := s.byUID[uid]
-	if !ok {
-		var zero T
-		return zero, false
-	}
-	return s.get(r.namespace, r.name)
+	obj, ok := s.byUID[uid]
+	return obj, ok
 }
 
 // Range calls fn on every stored object of namespace ("" for all) until fn
@@ -308,9 +304,6 @@ func (s *Store[T]) create(obj T) (T, error) {
 	s.rv++
 	obj.SetResourceVersion(strconv.FormatUint(s.rv, 10))
 	s.put(obj)
-	if uid := obj.GetUID(); uid != "" {
-		s.byUID[uid] = ref{obj.GetNamespace(), obj.GetName()}
-	}
 	s.record(Event[T]{Type: watch.Added, Object: obj, RV: s.rv})
 	return obj, nil
 }

@@ -51,6 +51,9 @@ func TestCreateUpdateDelete(t *testing.T) {
 	if err != nil || up.ResourceVersion != "2" {
 		t.Fatalf("Update: %v %v", up, err)
 	}
+	if byUID, ok := s.PeekUID("c1-a"); !ok || byUID.ResourceVersion != "2" {
+		t.Fatalf("PeekUID after Update: %v %v, want the updated object", byUID, ok)
+	}
 	same, err := s.Update("c1", "a", func(*workv1.ManifestWork) (*workv1.ManifestWork, error) { return nil, ErrNoChange })
 	if err != nil || same.ResourceVersion != "2" {
 		t.Fatalf("no-change Update: %v %v", same, err)
