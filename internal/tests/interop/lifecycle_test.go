@@ -395,11 +395,14 @@ var converged = func() time.Duration {
 // agree: a workwire agent's spec resync is one event, which OCM's hub
 // reads as the agent's complete list and answers with nothing (it answered
 // the batches this SDK used to send with every work each batch lacked).
+// Nothing is deleted here, so a work OCM's hub loses (see ocmHub.create)
+// is put back.
 func TestPeriodicSpecResyncsToAnOCMHub(t *testing.T) {
 	n := size(t, 2000)
 	source, cluster := unique("hub"), unique("cluster")
 	file := ocmMQTTFile(t, mqtttest.NewBroker(t).Addr(), source)
 	h := startOCMHub(t, ocmMQTTOptions(t, file), source)
+	h.restoreLost(t)
 	var a *wwAgent
 	r := newRun(t, h, cluster, func(t *testing.T) agent {
 		a = startWWAgent(t, work.NewClientHolderBuilder(mqttConfig(t, file)).WithClusterName(cluster).WithLogger(logr.Discard()).
