@@ -158,8 +158,8 @@ func (a *AgentClient[T]) Resync(ctx context.Context, dataType types.DataType) er
 // client does not know the resource. A resource the Lister no longer lists
 // is forgotten at the next spec resync. It is goroutine-safe.
 func (a *AgentClient[T]) DataTypeOf(resourceID string) types.DataType {
-	if e, ok := a.held.get(resourceID); ok && e.dataType != (unique.Handle[types.DataType]{}) {
-		return e.dataType.Value()
+	if e, ok := a.held.get(resourceID); ok {
+		return e.origin.Value().dataType
 	}
 	return a.c.codecs.list[0].dt
 }
@@ -290,7 +290,7 @@ func (a *AgentClient[T]) handleEvent(ctx context.Context, t *task[T]) error {
 	}
 	// Recorded before the handlers run: a status they publish at once
 	// goes out as the data type the spec came as, to its source.
-	a.held.set(id, heldEntry{version: t.h.Version, source: unique.Make(t.route.Source), dataType: unique.Make(t.et.DataType)})
+	a.held.set(id, newHeldEntry(t.h.Version, t.route.Source, t.et.DataType))
 	if err := a.c.callHandlers(ctx, t.et, obj); err != nil {
 		a.held.restore(id, prev, held)
 		return err
@@ -407,7 +407,6 @@ func (a *AgentClient[T]) requestResync(ctx context.Context, dt types.DataType) e
 		return err
 	}
 	epoch := a.held.beginRebuild()
-	dth := unique.Make(dt)
 	fresh := make(map[string]heldEntry)
 	var entries []types.ResourceVersion
 	sources, err := a.sources()
@@ -423,7 +422,7 @@ func (a *AgentClient[T]) requestResync(ctx context.Context, dt types.DataType) e
 			id := string(o.GetUID())
 			v := codec.version(o)
 			entries = append(entries, types.ResourceVersion{ResourceID: id, ResourceVersion: v, OriginalSource: src})
-			fresh[id] = heldEntry{version: v, source: unique.Make(src), dataType: dth}
+			fresh[id] = newHeldEntry(v, src, dt)
 		}
 	}
 	all, err := a.list(ListOptions{ClusterName: c.id, DataType: dt})
@@ -437,9 +436,9 @@ func (a *AgentClient[T]) requestResync(ctx context.Context, dt types.DataType) e
 		}
 		v := codec.version(o)
 		entries = append(entries, types.ResourceVersion{ResourceID: id, ResourceVersion: v})
-		fresh[id] = heldEntry{version: v, dataType: dth}
+		fresh[id] = newHeldEntry(v, "", dt)
 	}
-	a.held.finishRebuild(epoch, dth, fresh)
+	a.held.finishRebuild(epoch, dt, fresh)
 	source := oneSource(entries)
 	if source != "" {
 		for i := range entries {
@@ -512,22 +511,26 @@ type heldIndex struct {
 	epoch uint64
 }
 
-// heldEntry is small: an agent keeps one per resource. Sources and data
-// types are few, so each is interned.
+// heldEntry is small: an agent keeps one per resource.
 type heldEntry struct {
-	version  int64
-	source   unique.Handle[string] // "" if not known
-	dataType unique.Handle[types.DataType]
-	epoch    uint64
+	version int64
+	origin  unique.Handle[origin]
+	epoch   uint64
+}
+
+// origin is where a resource came from. Pairs of a source and a data type
+// are few, so each is interned: an entry holds one pointer for both.
+type origin struct {
+	source   string // "" if not known
+	dataType types.DataType
+}
+
+func newHeldEntry(version int64, source string, dt types.DataType) heldEntry {
+	return heldEntry{version: version, origin: unique.Make(origin{source, dt})}
 }
 
 // owner is the source the entry names, "" if none.
-func (e heldEntry) owner() string {
-	if e.source == (unique.Handle[string]{}) {
-		return ""
-	}
-	return e.source.Value()
-}
+func (e heldEntry) owner() string { return e.origin.Value().source }
 
 func (h *heldIndex) get(id string) (heldEntry, bool) {
 	h.mu.Lock()
@@ -588,7 +591,7 @@ func (h *heldIndex) beginRebuild() uint64 {
 // dt), except for entries set since beginRebuild returned epoch, which are
 // newer than the listing. A listed entry without a source keeps the source
 // the index knew. Entries of other data types stay.
-func (h *heldIndex) finishRebuild(epoch uint64, dt unique.Handle[types.DataType], listed map[string]heldEntry) {
+func (h *heldIndex) finishRebuild(epoch uint64, dt types.DataType, listed map[string]heldEntry) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	for id, e := range h.m {
@@ -596,10 +599,9 @@ func (h *heldIndex) finishRebuild(epoch uint64, dt unique.Handle[types.DataType]
 		switch {
 		case e.epoch >= epoch:
 			listed[id] = e
-		case ok && l.source == (unique.Handle[string]{}):
-			l.source = e.source
-			listed[id] = l
-		case !ok && e.dataType != dt:
+		case ok && l.owner() == "" && e.owner() != "":
+			listed[id] = newHeldEntry(l.version, e.owner(), l.origin.Value().dataType)
+		case !ok && e.origin.Value().dataType != dt:
 			listed[id] = e
 		}
 	}

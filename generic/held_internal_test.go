@@ -2,7 +2,6 @@ package generic
 
 import (
 	"testing"
-	"unique"
 
 	"github.com/workwire/sdk-go/generic/types"
 )
@@ -12,17 +11,16 @@ import (
 // a listed entry keeps the source the index knew, and the other data
 // types' entries are left alone.
 func TestARebuildReplacesOnlyItsDataType(t *testing.T) {
-	works := unique.Make(types.DataType{Group: "io.example", Version: "v1", Resource: "works"})
-	leases := unique.Make(types.DataType{Group: "io.example", Version: "v1", Resource: "leases"})
-	hub := unique.Make("hub")
+	works := types.DataType{Group: "io.example", Version: "v1", Resource: "works"}
+	leases := types.DataType{Group: "io.example", Version: "v1", Resource: "leases"}
 	h := heldIndex{m: map[string]heldEntry{}}
-	h.set("gone", heldEntry{version: 1, source: hub, dataType: works})
-	h.set("kept", heldEntry{version: 2, source: hub, dataType: works})
-	h.set("lease", heldEntry{version: 3, source: hub, dataType: leases})
+	h.set("gone", newHeldEntry(1, "hub", works))
+	h.set("kept", newHeldEntry(2, "hub", works))
+	h.set("lease", newHeldEntry(3, "hub", leases))
 
 	epoch := h.beginRebuild()
-	h.set("new", heldEntry{version: 4, source: hub, dataType: works}) // arrives while listing
-	h.finishRebuild(epoch, works, map[string]heldEntry{"kept": {version: 2, dataType: works}})
+	h.set("new", newHeldEntry(4, "hub", works)) // arrives while listing
+	h.finishRebuild(epoch, works, map[string]heldEntry{"kept": newHeldEntry(2, "", works)})
 
 	if _, ok := h.get("gone"); ok {
 		t.Error("an entry the Lister no longer lists survived the rebuild")
@@ -33,24 +31,27 @@ func TestARebuildReplacesOnlyItsDataType(t *testing.T) {
 			t.Errorf("%s: got %+v (held %v), want version %d of hub", id, e, ok, want)
 		}
 	}
-	if e, _ := h.get("lease"); e.dataType != leases {
-		t.Errorf("lease changed data type: %v", e.dataType.Value())
+	if e, _ := h.get("kept"); e.origin.Value().dataType != works {
+		t.Errorf("kept changed data type: %v", e.origin.Value().dataType)
+	}
+	if e, _ := h.get("lease"); e.origin.Value().dataType != leases {
+		t.Errorf("lease changed data type: %v", e.origin.Value().dataType)
 	}
 }
 
 // A handler that fails leaves the index as it was before the event.
 func TestRestoreUndoesASet(t *testing.T) {
+	works := types.DataType{Group: "io.example", Version: "v1", Resource: "works"}
 	h := heldIndex{m: map[string]heldEntry{}}
-	before := heldEntry{version: 1, source: unique.Make("hub")}
-	h.set("w", before)
+	h.set("w", newHeldEntry(1, "hub", works))
 	prev, held := h.get("w")
-	h.set("w", heldEntry{version: 2, source: unique.Make("hub")})
+	h.set("w", newHeldEntry(2, "hub", works))
 	h.restore("w", prev, held)
 	if e, _ := h.get("w"); e.version != 1 {
 		t.Errorf("restored version %d, want 1", e.version)
 	}
 	prev, held = h.get("fresh")
-	h.set("fresh", heldEntry{version: 1})
+	h.set("fresh", newHeldEntry(1, "", works))
 	h.restore("fresh", prev, held)
 	if _, ok := h.get("fresh"); ok {
 		t.Error("a restored entry that was not held is still held")
