@@ -240,10 +240,10 @@ func (a *AgentClient[T]) classify(d *options.Delivery, h types.Header) (*task[T]
 			return nil, DropForeign, fmt.Errorf("spec for cluster %q", h.ClusterName)
 		}
 		if h.ResourceID == "" {
-			return nil, DropMalformed, fmt.Errorf("no resourceid extension")
+			return nil, DropMalformed, types.Missing(d.Event, types.ExtResourceID)
 		}
 		if !h.HasVersion {
-			return nil, DropMalformed, fmt.Errorf("no resourceversion extension")
+			return nil, DropMalformed, types.Missing(d.Event, types.ExtResourceVersion)
 		}
 		deleting := h.HasDeletion || et.Action == types.DeleteRequest
 		if et.Action == types.ResyncResponse {

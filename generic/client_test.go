@@ -360,6 +360,15 @@ func TestConstructorsReportEveryProblem(t *testing.T) {
 			t.Errorf("error %q does not mention %q", err, want)
 		}
 	}
+	for _, opts := range [][]generic.SourceOption{
+		{generic.WithSpecResend(-time.Second)},
+		{generic.WithSpecWindow(-1)},
+		{generic.WithSpecWindow(100), generic.WithSpecResend(0)},
+	} {
+		if _, err := generic.NewSourceClient[*widget]("hub", memory.NewBroker().Transport(), newStore(), hashWidget, []generic.Codec[*widget]{widgetCodec{}}, opts...); err == nil {
+			t.Errorf("%d options: no error", len(opts))
+		}
+	}
 	_, err = generic.NewAgentClient[*widget]("c1", memory.NewBroker().Transport(), newStore(), hashWidget, []generic.Codec[*widget]{widgetCodec{}, widgetCodec{}})
 	if err == nil || !strings.Contains(err.Error(), "second codec") {
 		t.Errorf("duplicate codec: %v", err)

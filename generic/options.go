@@ -276,7 +276,8 @@ func WithSpecResend(d time.Duration) SourceOption {
 // Statuses are the only acknowledgement the protocol has, so pacing suits
 // agents that report a status for every spec they take, soon after, as
 // OCM's work agents do: an agent that reports none gets a window's worth
-// until it does. It needs WithSpecResend. Default: off (0).
+// until it does. It needs WithSpecResend on (NewSourceClient refuses a
+// window with WithSpecResend(0)). Default: off (0).
 func WithSpecWindow(n int) SourceOption {
 	return sourceOption(func(c *sourceConfig) { c.window = n })
 }

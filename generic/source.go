@@ -50,6 +50,9 @@ func NewSourceClient[T Object](sourceID string, tr options.Transport, lister Lis
 	if cfg.window < 0 {
 		return nil, fmt.Errorf("new source client: spec window: %d, want 0 (off) or more", cfg.window)
 	}
+	if cfg.window > 0 && cfg.resendAfter == 0 {
+		return nil, fmt.Errorf("new source client: spec window %d needs spec resend, which WithSpecResend(0) turned off: the window counts the specs no status has acknowledged yet", cfg.window)
+	}
 	c, err := newCore(SideSource, sourceID, tr, lister, hash, codecs, cfg.config)
 	if err != nil {
 		return nil, err
@@ -166,7 +169,7 @@ func (s *SourceClient[T]) classify(d *options.Delivery, h types.Header) (*task[T
 	switch {
 	case et.SubResource == types.SubResourceStatus && et.Action != types.ResyncRequest:
 		if h.ResourceID == "" {
-			return nil, DropMalformed, errors.New("no resourceid extension")
+			return nil, DropMalformed, types.Missing(d.Event, types.ExtResourceID)
 		}
 		if d.Route.Source != "" && d.Route.Source != s.c.id {
 			return nil, DropForeign, fmt.Errorf("status for source %q", d.Route.Source)

@@ -182,11 +182,11 @@ func (q *Queue[K, V]) ShutDown() []V {
 	return left
 }
 
-// fifo is a slice-backed queue that reuses its array.
 // shrinkAbove is the size past which an emptied map or lane gives its
 // memory back.
 const shrinkAbove = 1024
 
+// fifo is a slice-backed queue that reuses its array.
 type fifo[K any] struct {
 	items []K
 	head  int

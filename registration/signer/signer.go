@@ -48,15 +48,15 @@ type settings struct {
 	log             logr.Logger
 }
 
-// WithValidity sets how long the certificates it issues are valid.
-// Default: DefaultValidity. A request's spec.expirationSeconds shortens
+// WithValidity sets how long the certificates it issues are valid; d must
+// be positive (New refuses 0 or less). Default: DefaultValidity. A request's spec.expirationSeconds shortens
 // it, never lengthens it.
 func WithValidity(d time.Duration) Option { return func(s *settings) { s.validity = d } }
 
 // WithAutoApprove names the users (the CSR's
 // kubeservice.CSRUserAnnotation, which the CSR Service sets from the
-// verified identity) whose requests the Signer approves itself. Default:
-// none.
+// verified identity) whose requests the Signer approves itself; each call
+// adds to the users named before. Default: none.
 func WithAutoApprove(users ...string) Option {
 	return func(s *settings) { s.autoApprove = append(s.autoApprove, users...) }
 }

@@ -375,10 +375,10 @@ func (h *ocmHub) restoreLost(t *testing.T) {
 	h.heldMu.Lock()
 	h.held = map[string]*workv1.ManifestWork{}
 	h.heldMu.Unlock()
-	ctx, cancel := context.WithCancel(context.Background())
+	ctx := t.Context() // ends before t's cleanups run
 	var done sync.WaitGroup
-	t.Cleanup(func() { cancel(); done.Wait() })
-	store := h.informer.GetStore()
+	t.Cleanup(done.Wait)
+	store := h.informer.GetStore() // the test does not restart the hub
 	done.Go(func() {
 		tick := time.NewTicker(100 * time.Millisecond)
 		defer tick.Stop()

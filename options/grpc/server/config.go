@@ -132,11 +132,12 @@ type Config struct {
 	// status at the version of a spec it sent before it sends the spec
 	// again, for the Services that are Acknowledgers: after that, or
 	// twice the slowest acknowledgement the agent gave of late if that is
-	// longer, doubling with each re-send up to ten minutes, the oldest
-	// first, at most 500 per agent at a time. An agent that has said
+	// longer, doubling with each re-send up to ten minutes (or
+	// SpecResendAfter, if longer), the oldest first, at most 500 per agent
+	// at a time. An agent that has said
 	// nothing for as long gets one spec at a time until it answers. What
 	// an agent not connected to this server misses, its spec resync brings
-	// it when it connects. Negative sends nothing again. Default:
+	// it when it connects. Negative turns re-sending off. Default (0):
 	// DefaultSpecResendAfter.
 	SpecResendAfter options.Duration `json:"specResendAfter,omitempty"`
 }
