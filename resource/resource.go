@@ -21,8 +21,8 @@
 // status is its field Status. Events carry the object's JSON
 // (codec.ObjectCodec) under the data type "<group>.<version>.<resource>".
 //
-// Each side keeps one copy of each object: the informer caches the
-// objects the holder's store holds, so objects from the lister or an
+// Each side keeps one copy of each object: the informer's cache is the
+// holder's store itself, so objects from the lister or an
 // informer's handler must not be changed in place (DeepCopy first), as
 // with any informer; KUBE_CACHE_MUTATION_DETECTOR=true catches it.
 package resource
@@ -300,20 +300,9 @@ func (b *HolderBuilder[T, L]) build() (*Holder[T, L], error) {
 	if b.mirror {
 		namespace = metav1.NamespaceAll
 	}
-	stored := events.StoredClient(namespace)
-	h.informer = cache.NewSharedIndexInformerWithOptions(&cache.ListWatch{
-		ListWithContextFunc: func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
-			l, err := stored.List(ctx, opts)
-			if err != nil {
-				return nil, err
-			}
-			return h.list(l)
-		},
-		WatchFuncWithContext: stored.Watch,
-	}, kind.New(), cache.SharedIndexInformerOptions{
-		ResyncPeriod: b.resync,
-		Indexers:     cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc},
-	})
+	// The informer is served from the store itself: no second map of the
+	// objects.
+	h.informer = events.Informer(namespace, b.resync)
 	h.lister = listers.New[T](h.informer.GetIndexer(), kind.Resource)
 	h.life = &engine.Lifecycle{
 		Events: events,

@@ -221,4 +221,25 @@ func TestAgentMetadataRule(t *testing.T) {
 	if got.Labels["agent"] != "x" || got.Annotations["agent/note"] != "x" || got.Labels["change"] != "2" {
 		t.Errorf("after a spec update: labels %v, annotations %v", got.Labels, got.Annotations)
 	}
+
+	// The agent removes its own label and one of the source's; the
+	// source's next spec sets its own again and drops what it no longer
+	// sends.
+	if _, err := works.Patch(ctx, "m", kubetypes.MergePatchType, []byte(
+		`{"metadata":{"labels":{"agent":null,"new":null}}}`), metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	hw, _ = hubWorks.Get(ctx, "m", metav1.GetOptions{})
+	hw.Labels = map[string]string{"change": "2", "new": "1"}
+	if _, err := hubWorks.Update(ctx, hw, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the fourth generation arrives", func() bool {
+		var err error
+		got, err = works.Get(ctx, "m", metav1.GetOptions{})
+		return err == nil && got.Generation == 4
+	})
+	if diff := cmp.Diff(map[string]string{"change": "2", "new": "1"}, got.Labels); diff != "" {
+		t.Errorf("labels after the agent removed some (-want +got):\n%s", diff)
+	}
 }

@@ -10,6 +10,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 	"open-cluster-management.io/api/client/work/clientset/versioned"
 	workinformers "open-cluster-management.io/api/client/work/informers/externalversions"
@@ -132,7 +133,10 @@ func (b *ClientHolderBuilder) WithInformerResync(d time.Duration) *ClientHolderB
 
 // WithInformerOptions adds options of the informer factory, such as
 // workinformers.WithNamespace or WithTweakListOptions. An agent's informer
-// watches its cluster's namespace unless told otherwise.
+// watches its cluster's namespace unless told otherwise. Over events,
+// without options, the holder's informer is served from its store itself;
+// with them it is client-go's own over the store, whose cache keeps a map
+// of its own (about 130 B a work more).
 func (b *ClientHolderBuilder) WithInformerOptions(opts ...workinformers.SharedInformerOption) *ClientHolderBuilder {
 	b.informerOpts = append(b.informerOpts, opts...)
 	return b
@@ -244,6 +248,15 @@ func (b *ClientHolderBuilder) NewClientHolder() (*ClientHolder, error) {
 		opts = append([]workinformers.SharedInformerOption{workinformers.WithNamespace(b.clusterName)}, opts...)
 	}
 	h.factory = workinformers.NewSharedInformerFactoryWithOptions(informerClient, b.resync, opts...)
+	if h.events != nil && len(b.informerOpts) == 0 {
+		// The factory's informer of works, and so every lister it makes,
+		// is served from the store itself: no second map of the works.
+		// Options the factory keeps to itself (a namespace, list options,
+		// a transform) need client-go's own informer over the store.
+		h.factory.InformerFor(&workv1.ManifestWork{}, func(_ versioned.Interface, resync time.Duration) cache.SharedIndexInformer {
+			return h.events.Informer(b.clusterName, resync)
+		})
+	}
 	h.informer = h.factory.Work().V1().ManifestWorks()
 	h.informer.Informer() // registered now, so Start starts it
 	h.life.StartInformers = h.factory.Start

@@ -46,8 +46,11 @@ type agent[T Object] struct {
 	log    logr.Logger
 
 	mu sync.Mutex
-	// keys are the label and annotation keys each object's source set,
-	// shared by every object whose source set the same.
+	// keys are the label and annotation keys the source of each object
+	// set, shared by every object whose source set the same — only for
+	// objects whose keys are not all their source's (the agent set keys of
+	// its own or removed some): for the rest, the stored object's keys are
+	// its source's (see sourceKeysOf), and an agent holds no entry for them.
 	keys      map[kubetypes.UID]unique.Handle[sourceKeys]
 	specSpans map[string]trace.SpanContext // by name: the span that handled each object's last spec, while tracing
 }
@@ -139,6 +142,9 @@ func (a *agent[T]) nextMetadata(cur, in T, manager string) (T, error) {
 	live := cur
 	if len(cur.GetManagedFields()) > 0 && len(in.GetManagedFields()) == 0 {
 		live = a.kind.Copy(cur) // the field manager compares against it
+	}
+	if !sameKeys(cur.GetLabels(), in.GetLabels()) || !sameKeys(cur.GetAnnotations(), in.GetAnnotations()) {
+		a.keepSourceKeys(cur)
 	}
 	in = a.kind.Copy(in)
 	next := cur
@@ -301,15 +307,9 @@ func (a *agent[T]) onSpec(ctx context.Context, t types.EventType, in T) error {
 // source keys read before the store write are still the current ones when
 // they are replaced after it.
 func (a *agent[T]) upsert(ctx context.Context, in T) error {
-	keys := unique.Make(newSourceKeys(in.GetLabels(), in.GetAnnotations()))
 	if cur, ok := a.st.PeekUID(in.GetUID()); ok {
-		var prev sourceKeys
-		a.mu.Lock()
-		if h := a.keys[in.GetUID()]; h != (unique.Handle[sourceKeys]{}) {
-			prev = h.Value()
-		}
-		a.mu.Unlock()
-		held, same := false, false
+		prev := a.sourceKeysOf(cur)
+		held, same, local := false, false, false
 		var unchanged T
 		err := a.st.Modify(cur.GetNamespace(), cur.GetName(), func(c T) (T, error) {
 			if c.GetUID() != in.GetUID() {
@@ -320,6 +320,9 @@ func (a *agent[T]) upsert(ctx context.Context, in T) error {
 			// whether anything changes is compared without reflection.
 			labels, labelsChanged := mergeSourceKeys(c.GetLabels(), in.GetLabels(), prev.labels)
 			annotations, annotationsChanged := mergeSourceKeys(c.GetAnnotations(), in.GetAnnotations(), prev.annotations)
+			// The merge holds every key of the source's: more means some
+			// are the agent's.
+			local = len(labels) != len(in.GetLabels()) || len(annotations) != len(in.GetAnnotations())
 			if !labelsChanged && !annotationsChanged && c.GetGeneration() == in.GetGeneration() && a.kind.SameSpec(c, in) {
 				same, unchanged = true, c
 				return c, store.ErrNoChange
@@ -331,7 +334,7 @@ func (a *agent[T]) upsert(ctx context.Context, in T) error {
 			return c, nil
 		})
 		if err == nil && held {
-			a.setSourceKeys(in.GetUID(), keys)
+			a.setSourceKeys(in, local)
 		}
 		if same {
 			if h, herr := a.kind.StatusHash(unchanged); herr == nil && h != generic.NoStatus {
@@ -365,15 +368,56 @@ func (a *agent[T]) upsert(ctx context.Context, in T) error {
 	if err := a.st.Put(in); err != nil {
 		return err
 	}
-	a.setSourceKeys(in.GetUID(), keys)
+	a.setSourceKeys(in, false)
 	return nil
 }
 
-// setSourceKeys records the keys the source of uid set.
-func (a *agent[T]) setSourceKeys(uid kubetypes.UID, keys unique.Handle[sourceKeys]) {
+// sourceKeysOf returns the keys the source of cur, a stored object, set.
+func (a *agent[T]) sourceKeysOf(cur T) sourceKeys {
+	a.mu.Lock()
+	h, ok := a.keys[cur.GetUID()]
+	a.mu.Unlock()
+	if ok {
+		return h.Value()
+	}
+	return newSourceKeys(cur.GetLabels(), cur.GetAnnotations())
+}
+
+// setSourceKeys records the keys of in, a spec the agent stored, as its
+// source's, if the stored object has keys of the agent's too (local).
+func (a *agent[T]) setSourceKeys(in T, local bool) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	a.keys[uid] = keys
+	if local {
+		a.keys[in.GetUID()] = unique.Make(newSourceKeys(in.GetLabels(), in.GetAnnotations()))
+	} else {
+		delete(a.keys, in.GetUID())
+	}
+}
+
+// keepSourceKeys records cur's keys as its source's before the agent
+// changes them, unless they are recorded already. It runs within the
+// store's write of the change, so upsert never reads the agent's keys as
+// the source's.
+func (a *agent[T]) keepSourceKeys(cur T) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if _, ok := a.keys[cur.GetUID()]; !ok {
+		a.keys[cur.GetUID()] = unique.Make(newSourceKeys(cur.GetLabels(), cur.GetAnnotations()))
+	}
+}
+
+// sameKeys reports whether a and b have the same keys.
+func sameKeys(a, b map[string]string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k := range a {
+		if _, ok := b[k]; !ok {
+			return false
+		}
+	}
+	return true
 }
 
 // forget drops what the agent knows of an object it no longer holds.

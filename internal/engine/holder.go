@@ -17,6 +17,7 @@ import (
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 
 	"github.com/workwire/sdk-go/generic"
+	"github.com/workwire/sdk-go/internal/informer"
 	"github.com/workwire/sdk-go/internal/store"
 	"github.com/workwire/sdk-go/options"
 )
@@ -216,6 +217,14 @@ func (e *Events[T]) StoredClient(namespace string) *Namespaced[T] {
 	c := e.Client(namespace)
 	c.stored = true
 	return c
+}
+
+// Informer returns an informer served from the store itself (see package
+// informer): its cache costs no second map of what the store holds. It
+// informs of namespace ("" for all), and its handlers resync every resync
+// unless they ask otherwise.
+func (e *Events[T]) Informer(namespace string, resync time.Duration) *informer.Informer[T] {
+	return informer.New(e.st, namespace, resync, e.kind.Resource.String())
 }
 
 // Peek returns the stored object of uid, which the caller must not change.

@@ -91,15 +91,18 @@ type Store[T Object] struct {
 	// events come (a store of a few objects, as an agent's is, needs no
 	// room for thousands) and counts as full while it grows: its oldest
 	// event is at 0 and hnext stays 0 until it wraps.
-	history   []Event[T]
-	hmax      int
-	hnext     int // where the next event goes once the ring is at hmax
-	watchers  map[*watcher[T]]struct{}
-	draining  map[*watcher[T]]struct{} // ended watches still delivering what they queued
-	snapshots map[string]*snapshot[T]
-	interned  *interner // labels and annotations shared by stored objects
-	nextSnap  uint64
-	closed    bool // no new watches
+	history    []Event[T]
+	hmax       int
+	hnext      int // where the next event goes once the ring is at hmax
+	watchers   map[*watcher[T]]struct{}
+	draining   map[*watcher[T]]struct{} // ended watches still delivering what they queued
+	snapshots  map[string]*snapshot[T]
+	feeds      map[*Feed[T]]struct{}
+	inspectors []Inspector
+	indexes    map[string]*index[T] // by name; nil until AddIndexes
+	interned   *interner            // labels and annotations shared by stored objects
+	nextSnap   uint64
+	closed     bool // no new watches
 	// bookmarkInterval is how often watches that allow bookmarks get one.
 	bookmarkInterval time.Duration
 }
@@ -135,6 +138,7 @@ func New[T Object](gr schema.GroupResource, copy, share func(T) T, history int) 
 		watchers:  make(map[*watcher[T]]struct{}),
 		draining:  make(map[*watcher[T]]struct{}),
 		snapshots: make(map[string]*snapshot[T]),
+		feeds:     make(map[*Feed[T]]struct{}),
 
 		bookmarkInterval: DefaultBookmarkInterval,
 	}
@@ -167,10 +171,15 @@ func (s *Store[T]) put(obj T) {
 		ns = make(map[string]T)
 		s.items[obj.GetNamespace()] = ns
 	}
-	if _, ok := ns[obj.GetName()]; !ok {
+	old, had := ns[obj.GetName()]
+	if !had {
 		s.count++
 	}
 	ns[obj.GetName()] = obj
+	if had {
+		s.removeFromIndexes(old)
+	}
+	s.addToIndexes(obj)
 	if uid := obj.GetUID(); uid != "" {
 		s.byUID[uid] = obj
 	}
@@ -179,11 +188,13 @@ func (s *Store[T]) put(obj T) {
 // remove drops the object. The caller holds s.mu for writing.
 func (s *Store[T]) remove(namespace, name string) {
 	ns := s.items[namespace]
-	if _, ok := ns[name]; !ok {
+	old, ok := ns[name]
+	if !ok {
 		return
 	}
 	s.count--
 	delete(ns, name)
+	s.removeFromIndexes(old)
 	if len(ns) == 0 {
 		delete(s.items, namespace)
 	}
@@ -459,14 +470,22 @@ func (s *Store[T]) lockWithCopy(namespace, name string) (cur, mine T, ok bool) {
 	return cur, s.share(cur), true
 }
 
-// record appends ev to the history and hands it to the watchers. The caller
-// holds s.mu for writing.
+// record appends ev to the history and hands it to the feeds, the
+// inspectors and the watchers. The caller holds s.mu for writing.
 func (s *Store[T]) record(ev Event[T]) {
 	if len(s.history) < s.hmax {
 		s.history = append(s.history, ev)
 	} else {
 		s.history[s.hnext] = ev
 		s.hnext = (s.hnext + 1) % len(s.history)
+	}
+	for f := range s.feeds {
+		f.push(ev)
+	}
+	if ev.Type != watch.Deleted {
+		for _, ins := range s.inspectors {
+			ins.AddObject(ev.Object)
+		}
 	}
 	if len(s.watchers) == 0 {
 		return
