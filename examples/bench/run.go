@@ -270,7 +270,15 @@ func (b *bench) wait(ctx context.Context, phase string, total int, done func() i
 		select {
 		case <-ctx.Done():
 			fmt.Fprintln(b.progress)
-			return fmt.Errorf("%d of %d after %v: %w", n, total, time.Since(begin).Round(time.Millisecond), ctx.Err())
+			err := fmt.Errorf("%d of %d after %v: %w", n, total, time.Since(begin).Round(time.Millisecond), ctx.Err())
+			if b.env.dropped != nil {
+				if lost := b.env.dropped(); lost > 0 {
+					// What a deployment's periodic resync would heal stays
+					// lost here, so that resyncs do not disturb the figures.
+					err = fmt.Errorf("%w; the broker dropped %d messages for slow subscribers, and the bench turns periodic resync off", err, lost)
+				}
+			}
+			return err
 		case <-tick.C:
 		}
 	}

@@ -79,12 +79,19 @@ func joinKeys(m map[string]string) string {
 	return strings.Join(slices.Sorted(maps.Keys(m)), keySep)
 }
 
-// splitKeys iterates over keys joined by joinKeys.
+// splitKeys iterates over keys joined by joinKeys, as often as it is
+// ranged over (strings.SplitSeq's sequence ends after its first use).
 func splitKeys(joined string) iter.Seq[string] {
-	if joined == "" {
-		return func(func(string) bool) {}
+	return func(yield func(string) bool) {
+		if joined == "" {
+			return
+		}
+		for k := range strings.SplitSeq(joined, keySep) {
+			if !yield(k) {
+				return
+			}
+		}
 	}
-	return strings.SplitSeq(joined, keySep)
 }
 
 var _ backend[Object] = (*agent[Object])(nil)
@@ -308,7 +315,7 @@ func (a *agent[T]) onSpec(ctx context.Context, t types.EventType, in T) error {
 // they are replaced after it.
 func (a *agent[T]) upsert(ctx context.Context, in T) error {
 	if cur, ok := a.st.PeekUID(in.GetUID()); ok {
-		prev := a.sourceKeysOf(cur)
+		prevLabels, prevAnnotations := a.sourceKeysOf(cur)
 		held, same, local := false, false, false
 		var unchanged T
 		err := a.st.Modify(cur.GetNamespace(), cur.GetName(), func(c T) (T, error) {
@@ -318,8 +325,8 @@ func (a *agent[T]) upsert(ctx context.Context, in T) error {
 			held = true
 			// c is the store's copy, the caller's to change; what decides
 			// whether anything changes is compared without reflection.
-			labels, labelsChanged := mergeSourceKeys(c.GetLabels(), in.GetLabels(), prev.labels)
-			annotations, annotationsChanged := mergeSourceKeys(c.GetAnnotations(), in.GetAnnotations(), prev.annotations)
+			labels, labelsChanged := mergeSourceKeys(c.GetLabels(), in.GetLabels(), prevLabels)
+			annotations, annotationsChanged := mergeSourceKeys(c.GetAnnotations(), in.GetAnnotations(), prevAnnotations)
 			// The merge holds every key of the source's: more means some
 			// are the agent's.
 			local = len(labels) != len(in.GetLabels()) || len(annotations) != len(in.GetAnnotations())
@@ -372,15 +379,18 @@ func (a *agent[T]) upsert(ctx context.Context, in T) error {
 	return nil
 }
 
-// sourceKeysOf returns the keys the source of cur, a stored object, set.
-func (a *agent[T]) sourceKeysOf(cur T) sourceKeys {
+// sourceKeysOf returns the label and annotation keys the source of cur, a
+// stored object, set: those recorded for it, else its own (stored objects
+// are never changed, so their maps can be read without a copy).
+func (a *agent[T]) sourceKeysOf(cur T) (labels, annotations iter.Seq[string]) {
 	a.mu.Lock()
 	h, ok := a.keys[cur.GetUID()]
 	a.mu.Unlock()
 	if ok {
-		return h.Value()
+		k := h.Value()
+		return splitKeys(k.labels), splitKeys(k.annotations)
 	}
-	return newSourceKeys(cur.GetLabels(), cur.GetAnnotations())
+	return maps.Keys(cur.GetLabels()), maps.Keys(cur.GetAnnotations())
 }
 
 // setSourceKeys records the keys of in, a spec the agent stored, as its
@@ -430,7 +440,7 @@ func (a *agent[T]) forget(uid kubetypes.UID) {
 // mergeSourceKeys returns cur with the source's entries set and the keys
 // the source set before (prev) but sends no more removed; other keys stay.
 // changed reports whether that differs from cur, which is not modified.
-func mergeSourceKeys(cur, source map[string]string, prev string) (merged map[string]string, changed bool) {
+func mergeSourceKeys(cur, source map[string]string, prev iter.Seq[string]) (merged map[string]string, changed bool) {
 	for k, v := range source {
 		if have, ok := cur[k]; !ok || have != v {
 			changed = true
@@ -438,7 +448,7 @@ func mergeSourceKeys(cur, source map[string]string, prev string) (merged map[str
 		}
 	}
 	dropped := 0
-	for k := range splitKeys(prev) {
+	for k := range prev {
 		if _, still := source[k]; !still {
 			if _, ok := cur[k]; ok {
 				dropped++
@@ -452,7 +462,7 @@ func mergeSourceKeys(cur, source map[string]string, prev string) (merged map[str
 	for k, v := range cur {
 		merged[k] = v
 	}
-	for k := range splitKeys(prev) {
+	for k := range prev {
 		if _, still := source[k]; !still {
 			delete(merged, k)
 		}

@@ -220,7 +220,7 @@ func (inf *Informer[T]) HasSyncedChecker() cache.DoneChecker {
 
 // LastSyncResourceVersion returns the store's resourceVersion.
 func (inf *Informer[T]) LastSyncResourceVersion() string {
-	return fmt.Sprint(inf.st.ResourceVersion())
+	return strconv.FormatUint(inf.st.ResourceVersion(), 10)
 }
 
 // SetWatchErrorHandler has nothing to do: no watch can fail.

@@ -163,7 +163,9 @@ func TestARemovedHandlerGetsNothingMore(t *testing.T) {
 	st := newStore()
 	inf := New(st, "", 0, "manifestworks")
 	run(t, inf)
-	r := &recorder{}
+	// The handler holds its first delivery until released, so the second
+	// write is queued for it before it is removed.
+	r := &blockingRecorder{entered: make(chan struct{}), release: make(chan struct{})}
 	reg, err := inf.AddEventHandler(r)
 	if err != nil {
 		t.Fatal(err)
@@ -171,26 +173,39 @@ func TestARemovedHandlerGetsNothingMore(t *testing.T) {
 	if err := st.Put(work("c1", "a", nil)); err != nil {
 		t.Fatal(err)
 	}
-	r.waitFor(t, 1)
+	<-r.entered
+	if err := st.Put(work("c1", "b", nil)); err != nil {
+		t.Fatal(err)
+	}
 	if err := inf.RemoveEventHandler(reg); err != nil {
 		t.Fatal(err)
 	}
 	if err := inf.RemoveEventHandler(reg); err != nil {
 		t.Fatalf("removing twice: %v", err)
 	}
-	// A handler added after the removal sees the next write; by then the
-	// removed one would have had it queued too.
-	probe := &recorder{}
-	if _, err := inf.AddEventHandler(probe); err != nil {
-		t.Fatal(err)
+	close(r.release)
+	l := reg.(*listener[*workv1.ManifestWork])
+	select {
+	case <-l.done:
+	case <-time.After(20 * time.Second):
+		l.stop() // so that the informer's Run can end
+		t.Fatalf("a removed handler's deliveries did not end; it got %q", r.got())
 	}
-	if err := st.Put(work("c1", "b", nil)); err != nil {
-		t.Fatal(err)
-	}
-	probe.waitFor(t, 2)
 	if got := r.got(); len(got) != 1 {
 		t.Fatalf("a removed handler got %q", got)
 	}
+}
+
+// blockingRecorder is a recorder whose first call waits for release.
+type blockingRecorder struct {
+	recorder
+	entered, release chan struct{}
+	once             sync.Once
+}
+
+func (r *blockingRecorder) OnAdd(obj any, initial bool) {
+	r.recorder.OnAdd(obj, initial)
+	r.once.Do(func() { close(r.entered); <-r.release })
 }
 
 func TestResyncReplaysEveryObjectAsAnUpdate(t *testing.T) {

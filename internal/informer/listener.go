@@ -17,6 +17,7 @@ type listener[T store.Object] struct {
 	resync  time.Duration // 0: never
 	feed    *store.Feed[T]
 	quit    chan struct{}
+	done    chan struct{} // closed once run returned: nothing more is delivered
 
 	mu      sync.Mutex
 	stopped bool
@@ -26,7 +27,8 @@ type listener[T store.Object] struct {
 var _ cache.ResourceEventHandlerRegistration = (*listener[store.Object])(nil)
 
 func newListener[T store.Object](h cache.ResourceEventHandler, resync time.Duration) *listener[T] {
-	return &listener[T]{handler: h, resync: resync, quit: make(chan struct{}), synced: make(chan struct{})}
+	return &listener[T]{handler: h, resync: resync, quit: make(chan struct{}), done: make(chan struct{}),
+		synced: make(chan struct{})}
 }
 
 // start subscribes to the store and starts delivering. The caller holds
@@ -48,6 +50,7 @@ func (l *listener[T]) stop() {
 }
 
 func (l *listener[T]) run() {
+	defer close(l.done)
 	defer l.feed.Close()
 	var tick <-chan time.Time
 	if l.resync > 0 {
