@@ -166,6 +166,9 @@ func TestARemovedHandlerGetsNothingMore(t *testing.T) {
 	// The handler holds its first delivery until released, so the second
 	// write is queued for it before it is removed.
 	r := &blockingRecorder{entered: make(chan struct{}), release: make(chan struct{})}
+	var once sync.Once
+	release := func() { once.Do(func() { close(r.release) }) }
+	t.Cleanup(release) // runs before the informer's stop, which waits for the handler
 	reg, err := inf.AddEventHandler(r)
 	if err != nil {
 		t.Fatal(err)
@@ -173,7 +176,11 @@ func TestARemovedHandlerGetsNothingMore(t *testing.T) {
 	if err := st.Put(work("c1", "a", nil)); err != nil {
 		t.Fatal(err)
 	}
-	<-r.entered
+	select {
+	case <-r.entered:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the handler got no delivery")
+	}
 	if err := st.Put(work("c1", "b", nil)); err != nil {
 		t.Fatal(err)
 	}
@@ -183,7 +190,7 @@ func TestARemovedHandlerGetsNothingMore(t *testing.T) {
 	if err := inf.RemoveEventHandler(reg); err != nil {
 		t.Fatalf("removing twice: %v", err)
 	}
-	close(r.release)
+	release()
 	l := reg.(*listener[*workv1.ManifestWork])
 	select {
 	case <-l.done:
