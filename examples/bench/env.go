@@ -50,7 +50,7 @@ func newEnv(cfg config) (*env, error) {
 			}
 			addr, stop, dropped = b.Addr(), func() { _ = b.Close() }, b.Dropped
 		}
-		mc := mqtt.Config{BrokerHost: addr}
+		mc := mqtt.Config{BrokerHost: addr, ContentMode: cfg.contentMode}
 		return &env{
 			transport: func() (options.Transport, error) { return mqtt.New(mc, mqtt.WithLogger(logr.Discard())) },
 			close:     stop,

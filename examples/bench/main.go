@@ -36,12 +36,14 @@ import (
 	"time"
 
 	"github.com/workwire/sdk-go/options/kafka/kafkatest"
+	"github.com/workwire/sdk-go/options/mqtt"
 )
 
 func main() {
 	cfg := defaultConfig()
 	flag.StringVar(&cfg.transport, "transport", cfg.transport, "transport: mqtt, kafka or grpc")
 	flag.StringVar(&cfg.broker, "broker", "", "broker address (default: an embedded one)")
+	flag.StringVar(&cfg.contentMode, "content-mode", "", "MQTT content mode: binary (default) or structured (mqtt.Config.ContentMode)")
 	flag.IntVar(&cfg.clusters, "clusters", cfg.clusters, "how many agents (clusters)")
 	flag.IntVar(&cfg.works, "works", cfg.works, "how many works in all, spread over the clusters")
 	flag.IntVar(&cfg.manifestBytes, "manifest-bytes", cfg.manifestBytes, "size of each work's Deployment manifest")
@@ -89,6 +91,7 @@ func main() {
 type config struct {
 	transport       string
 	broker          string
+	contentMode     string
 	clusters        int
 	works           int
 	manifestBytes   int
@@ -117,6 +120,12 @@ func (c config) validate() error {
 	}
 	if c.kafkaPartitions < 1 {
 		errs = append(errs, "-kafka-partitions must be at least 1")
+	}
+	switch {
+	case c.contentMode != "" && c.transport != "mqtt":
+		errs = append(errs, "-content-mode is MQTT's: use it with -transport mqtt")
+	case c.contentMode != "" && c.contentMode != mqtt.ContentModeBinary && c.contentMode != mqtt.ContentModeStructured:
+		errs = append(errs, fmt.Sprintf("-content-mode %q: want %s or %s", c.contentMode, mqtt.ContentModeBinary, mqtt.ContentModeStructured))
 	}
 	if c.manifestBytes < 512 {
 		errs = append(errs, "-manifest-bytes must be at least 512")
@@ -148,6 +157,7 @@ func (c config) validate() error {
 // Result is what a run measured.
 type Result struct {
 	Transport     string        `json:"transport"`
+	ContentMode   string        `json:"contentMode,omitempty"`
 	Clusters      int           `json:"clusters"`
 	Works         int           `json:"works"`
 	ManifestBytes int           `json:"manifestBytes"`
@@ -185,8 +195,12 @@ func (r *Result) print(w io.Writer) {
 	if r.SpecWindow > 0 {
 		window = fmt.Sprint(r.SpecWindow)
 	}
+	transport := r.Transport
+	if r.ContentMode != "" {
+		transport += " (" + r.ContentMode + ")"
+	}
 	fmt.Fprintf(w, "\nworkwire bench: transport %s, %d works over %d clusters, %d-byte manifests, rate limit %s, spec window %s\n\n",
-		r.Transport, r.Works, r.Clusters, r.ManifestBytes, r.RateLimit, window)
+		transport, r.Works, r.Clusters, r.ManifestBytes, r.RateLimit, window)
 	fmt.Fprintf(w, "%-14s %10s %12s %8s %10s %10s\n", "phase", "time", "works/s", "vs raw", "p50", "p99")
 	for _, p := range r.Phases {
 		ratio, p50, p99 := "", "", ""

@@ -66,7 +66,7 @@ func run(ctx context.Context, cfg config, progress io.Writer) (*Result, error) {
 		return nil, err
 	}
 	b := &bench{cfg: cfg, env: e, works: buildWorks(cfg), progress: progress, res: &Result{
-		Transport: cfg.transport, Clusters: cfg.clusters, Works: cfg.works, ManifestBytes: cfg.manifestBytes, RateLimit: "default", SpecWindow: cfg.specWindow,
+		Transport: cfg.transport, ContentMode: cfg.contentMode, Clusters: cfg.clusters, Works: cfg.works, ManifestBytes: cfg.manifestBytes, RateLimit: "default", SpecWindow: cfg.specWindow,
 	}}
 	if cfg.noRateLimit {
 		b.res.RateLimit = "off"

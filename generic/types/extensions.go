@@ -70,20 +70,24 @@ func IsMissing(err error) bool { return errors.Is(err, errMissing) }
 // Extension returns an extension's raw value; ok is false when it is absent.
 func Extension(evt *cloudevents.Event, name string) (value any, ok bool) { return lookup(evt, name) }
 
-// lookup returns an extension's value. It reads a CloudEvents 1.0
+// lookup returns an extension's value.
+func lookup(evt *cloudevents.Event, name string) (any, bool) {
+	v := extensions(evt)[name]
+	return v, v != nil
+}
+
+// extensions returns evt's extensions. It reads a CloudEvents 1.0
 // context's map in place: Event.Extensions copies the whole map per call,
 // which was a sixth of a codec's decode time.
-func lookup(evt *cloudevents.Event, name string) (any, bool) {
-	var v any
-	var ok bool
+func extensions(evt *cloudevents.Event) map[string]any {
 	switch c := evt.Context.(type) {
 	case *cloudevents.EventContextV1:
-		v, ok = c.Extensions[name]
+		return c.Extensions
 	case nil:
+		return nil
 	default:
-		v, ok = c.GetExtensions()[name]
+		return c.GetExtensions()
 	}
-	return v, ok && v != nil
 }
 
 func extErr(evt *cloudevents.Event, name string, err error) error {
@@ -96,11 +100,10 @@ func StringExtension(evt *cloudevents.Event, name string) (value string, ok bool
 	if !found {
 		return "", false, nil
 	}
-	s, err := cetypes.ToString(v)
-	if err != nil {
-		return "", true, extErr(evt, name, fmt.Errorf("want a string, got %T", v))
+	if value, err = asString(v); err != nil {
+		return "", true, extErr(evt, name, err)
 	}
-	return s, true, nil
+	return value, true, nil
 }
 
 // RequiredString returns a string extension that must be present and non-empty.
@@ -124,24 +127,10 @@ func Int64Extension(evt *cloudevents.Event, name string) (value int64, ok bool, 
 	if !found {
 		return 0, false, nil
 	}
-	switch v := v.(type) {
-	case int32:
-		return int64(v), true, nil
-	case string:
-		n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
-		if err != nil {
-			return 0, true, extErr(evt, name, fmt.Errorf("want a decimal integer: %w", err))
-		}
-		return n, true, nil
-	case float64: // JSON numbers decoded outside the SDK's own format
-		// 2^63 itself rounds to MaxInt64 as a float64 and would overflow.
-		if v != math.Trunc(v) || v >= math.MaxInt64 || v < math.MinInt64 {
-			return 0, true, extErr(evt, name, fmt.Errorf("want an integer, got %v", v))
-		}
-		return int64(v), true, nil
-	default:
-		return 0, true, extErr(evt, name, fmt.Errorf("want an integer, got %T", v))
+	if value, err = asInt64(v); err != nil {
+		return 0, true, extErr(evt, name, err)
 	}
+	return value, true, nil
 }
 
 // RequiredInt64 returns an integer extension that must be present.
@@ -173,50 +162,96 @@ func TimeExtension(evt *cloudevents.Event, name string) (value time.Time, ok boo
 	if !found {
 		return time.Time{}, false, nil
 	}
-	switch v := v.(type) {
-	case cetypes.Timestamp:
-		return v.Time.UTC(), true, nil
-	case *cetypes.Timestamp:
-		return v.Time.UTC(), true, nil
-	case time.Time:
-		return v.UTC(), true, nil
-	case string:
-		t, err := time.Parse(time.RFC3339Nano, strings.TrimSpace(v))
-		if err != nil {
-			return time.Time{}, true, extErr(evt, name, fmt.Errorf("want an RFC 3339 time: %w", err))
-		}
-		return t.UTC(), true, nil
-	default:
-		return time.Time{}, true, extErr(evt, name, fmt.Errorf("want a timestamp, got %T", v))
+	if value, err = asTime(v); err != nil {
+		return time.Time{}, true, extErr(evt, name, err)
 	}
-}
-
-// SetTimeExtension sets a timestamp extension in UTC.
-func SetTimeExtension(evt *cloudevents.Event, name string, t time.Time) {
-	evt.SetExtension(name, cetypes.Timestamp{Time: t.UTC()})
+	return value, true, nil
 }
 
 // SequenceID reads the optional sequenceid extension: a decimal string (the
 // MQTT binding carries every attribute as a string), or a CloudEvents
 // integer from peers that send one. ok is false when it is absent.
 func SequenceID(evt *cloudevents.Event) (value uint64, ok bool, err error) {
-	v, ok := lookup(evt, ExtSequenceID)
-	if !ok {
+	v, found := lookup(evt, ExtSequenceID)
+	if !found {
 		return 0, false, nil
 	}
+	if value, err = asSequence(v); err != nil {
+		return 0, false, extErr(evt, ExtSequenceID, err)
+	}
+	return value, true, nil
+}
+
+// asString, asInt64, asTime and asSequence read an extension's value as the
+// getters above describe; their errors say what was wanted, and the caller
+// names the extension.
+func asString(v any) (string, error) {
+	s, err := cetypes.ToString(v)
+	if err != nil {
+		return "", fmt.Errorf("want a string, got %T", v)
+	}
+	return s, nil
+}
+
+func asInt64(v any) (int64, error) {
+	switch v := v.(type) {
+	case int32:
+		return int64(v), nil
+	case string:
+		n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+		if err != nil {
+			return 0, fmt.Errorf("want a decimal integer: %w", err)
+		}
+		return n, nil
+	case float64: // JSON numbers decoded outside the SDK's own format
+		// 2^63 itself rounds to MaxInt64 as a float64 and would overflow.
+		if v != math.Trunc(v) || v >= math.MaxInt64 || v < math.MinInt64 {
+			return 0, fmt.Errorf("want an integer, got %v", v)
+		}
+		return int64(v), nil
+	default:
+		return 0, fmt.Errorf("want an integer, got %T", v)
+	}
+}
+
+func asTime(v any) (time.Time, error) {
+	switch v := v.(type) {
+	case cetypes.Timestamp:
+		return v.Time.UTC(), nil
+	case *cetypes.Timestamp:
+		return v.Time.UTC(), nil
+	case time.Time:
+		return v.UTC(), nil
+	case string:
+		t, err := time.Parse(time.RFC3339Nano, strings.TrimSpace(v))
+		if err != nil {
+			return time.Time{}, fmt.Errorf("want an RFC 3339 time: %w", err)
+		}
+		return t.UTC(), nil
+	default:
+		return time.Time{}, fmt.Errorf("want a timestamp, got %T", v)
+	}
+}
+
+func asSequence(v any) (uint64, error) {
 	switch v := v.(type) {
 	case string:
 		n, err := strconv.ParseUint(v, 10, 64)
 		if err != nil {
-			return 0, false, extErr(evt, ExtSequenceID, fmt.Errorf("want a decimal integer: %w", err))
+			return 0, fmt.Errorf("want a decimal integer: %w", err)
 		}
-		return n, true, nil
+		return n, nil
 	case int32:
 		if v < 0 {
-			return 0, false, extErr(evt, ExtSequenceID, fmt.Errorf("negative: %d", v))
+			return 0, fmt.Errorf("negative: %d", v)
 		}
-		return uint64(v), true, nil
+		return uint64(v), nil
 	default:
-		return 0, false, extErr(evt, ExtSequenceID, fmt.Errorf("want a decimal string, got %T", v))
+		return 0, fmt.Errorf("want a decimal string, got %T", v)
 	}
+}
+
+// SetTimeExtension sets a timestamp extension in UTC.
+func SetTimeExtension(evt *cloudevents.Event, name string, t time.Time) {
+	evt.SetExtension(name, cetypes.Timestamp{Time: t.UTC()})
 }

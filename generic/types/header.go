@@ -35,34 +35,50 @@ type Header struct {
 
 // ParseHeader reads evt's Header. An extension of the wrong type, or a type
 // that is no event type, is an error; an absent extension is not (what each
-// kind of event requires, its reader checks).
+// kind of event requires, its reader checks). The extensions are read in
+// the order of Header's fields, so of two bad ones the first is reported.
 func ParseHeader(evt *cloudevents.Event) (Header, error) {
-	var h Header
-	var err error
-	if h.Type, err = ParseEventType(evt.Type()); err != nil {
+	t, err := ParseEventType(evt.Type())
+	if err != nil {
 		return Header{}, err
 	}
-	if h.ResourceID, _, err = StringExtension(evt, ExtResourceID); err != nil {
-		return Header{}, err
+	h := Header{Type: t}
+	bad := func(name string, err error) (Header, error) { return Header{}, extErr(evt, name, err) }
+	exts := extensions(evt)
+	if v := exts[ExtResourceID]; v != nil {
+		if h.ResourceID, err = asString(v); err != nil {
+			return bad(ExtResourceID, err)
+		}
 	}
 	// An empty string is no version: OCM's peers send one for an object
 	// no kube-apiserver has stored yet.
-	if v, ok := lookup(evt, ExtResourceVersion); !ok || v != "" {
-		if h.Version, h.HasVersion, err = Int64Extension(evt, ExtResourceVersion); err != nil {
-			return Header{}, err
+	if v := exts[ExtResourceVersion]; v != nil && v != "" {
+		if h.Version, err = asInt64(v); err != nil {
+			return bad(ExtResourceVersion, err)
+		}
+		h.HasVersion = true
+	}
+	if v := exts[ExtClusterName]; v != nil {
+		if h.ClusterName, err = asString(v); err != nil {
+			return bad(ExtClusterName, err)
 		}
 	}
-	if h.ClusterName, _, err = StringExtension(evt, ExtClusterName); err != nil {
-		return Header{}, err
+	if v := exts[ExtOriginalSource]; v != nil {
+		if h.OriginalSource, err = asString(v); err != nil {
+			return bad(ExtOriginalSource, err)
+		}
 	}
-	if h.OriginalSource, _, err = StringExtension(evt, ExtOriginalSource); err != nil {
-		return Header{}, err
+	if v := exts[ExtDeletionTimestamp]; v != nil {
+		if h.Deletion, err = asTime(v); err != nil {
+			return bad(ExtDeletionTimestamp, err)
+		}
+		h.HasDeletion = true
 	}
-	if h.Deletion, h.HasDeletion, err = TimeExtension(evt, ExtDeletionTimestamp); err != nil {
-		return Header{}, err
-	}
-	if h.Sequence, h.HasSequence, err = SequenceID(evt); err != nil {
-		return Header{}, err
+	if v := exts[ExtSequenceID]; v != nil {
+		if h.Sequence, err = asSequence(v); err != nil {
+			return bad(ExtSequenceID, err)
+		}
+		h.HasSequence = true
 	}
 	return h, nil
 }

@@ -69,16 +69,17 @@ func (d DataType) Singular() DataType {
 	return d
 }
 
-// Validate reports whether every part of d is a well-formed token.
+// Validate reports whether every part of d is well formed: the group
+// dot-separated tokens, the version and resource one token each.
 func (d DataType) Validate() error {
 	var errs []error
-	if err := validateGroup(d.Group); err != nil {
+	if err := validateToken(d.Group, true); err != nil {
 		errs = append(errs, fmt.Errorf("group: %w", err))
 	}
-	if err := validateToken(d.Version); err != nil {
+	if err := validateToken(d.Version, false); err != nil {
 		errs = append(errs, fmt.Errorf("version: %w", err))
 	}
-	if err := validateToken(d.Resource); err != nil {
+	if err := validateToken(d.Resource, false); err != nil {
 		errs = append(errs, fmt.Errorf("resource: %w", err))
 	}
 	if len(errs) > 0 {
@@ -162,28 +163,21 @@ func ParseEventType(s string) (EventType, error) {
 	return t, nil
 }
 
-func validateGroup(g string) error {
-	if g == "" {
-		return errors.New("empty")
-	}
-	for _, part := range strings.Split(g, ".") {
-		if err := validateToken(part); err != nil {
-			return fmt.Errorf("%q: %w", g, err)
-		}
-	}
-	return nil
-}
-
 // validateToken accepts what Kubernetes accepts in group, version and
-// resource names: lower-case letters, digits, '-' and '_' (seed types use
-// '_' in actions only, but data types from other projects may use it).
-func validateToken(s string) error {
-	if s == "" {
-		return errors.New("empty part")
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		switch {
+// resource names: lower-case letters, digits, '-' and '_' (OCM's types use
+// '_' in actions only, but data types from other projects may use it);
+// dotted, several such tokens separated by dots, as a group is.
+func validateToken(s string, dotted bool) error {
+	start := 0
+	for i := 0; i <= len(s); i++ {
+		if i == len(s) || dotted && s[i] == '.' {
+			if i == start {
+				return errors.New("empty part")
+			}
+			start = i + 1
+			continue
+		}
+		switch c := s[i]; {
 		case c >= 'a' && c <= 'z', c >= '0' && c <= '9', c == '-', c == '_':
 		default:
 			return fmt.Errorf("%q has character %q (want lower-case letters, digits, '-' or '_')", s, c)

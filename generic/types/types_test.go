@@ -46,6 +46,9 @@ func TestParseEventType(t *testing.T) {
 		{in: "a.v1.THINGS.spec.create_request", wantErr: `resource: "THINGS" has character 'T'`},
 		{in: ".v1.things.spec.create_request", wantErr: "group"},
 		{in: "a b.v1.things.spec.create_request", wantErr: "group"},
+		{in: "io..works.v1.things.spec.create_request", wantErr: "group: empty part"},
+		{in: "io.works..v1.things.spec.create_request", wantErr: "group: empty part"},
+		{in: "io.Works.v1.things.spec.create_request", wantErr: `group: "io.Works" has character 'W'`},
 		{in: "a.v1.things.status.bogus\x00", wantErr: "unknown action"},
 	}
 	for _, tt := range tests {
@@ -393,5 +396,70 @@ func TestSequenceID(t *testing.T) {
 				t.Errorf("error %v does not wrap ErrExtension", err)
 			}
 		})
+	}
+}
+
+func TestParseHeader(t *testing.T) {
+	t.Parallel()
+	deleted := time.Date(2026, 11, 28, 10, 0, 0, 0, time.UTC)
+	evt := cloudevents.New()
+	evt.SetID("e1")
+	evt.SetType(bundles.String() + ".status.update_request")
+	evt.SetExtension(ExtResourceID, "w1")
+	evt.SetExtension(ExtResourceVersion, "12")
+	evt.SetExtension(ExtClusterName, "c1")
+	evt.SetExtension(ExtOriginalSource, "hub")
+	SetTimeExtension(&evt, ExtDeletionTimestamp, deleted)
+	evt.SetExtension(ExtSequenceID, "1234")
+	got, err := ParseHeader(&evt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := Header{
+		Type:       EventType{DataType: bundles, SubResource: SubResourceStatus, Action: UpdateRequest},
+		ResourceID: "w1", Version: 12, HasVersion: true, ClusterName: "c1", OriginalSource: "hub",
+		Deletion: deleted, HasDeletion: true, Sequence: 1234, HasSequence: true,
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("(-want +got)\n%s", diff)
+	}
+
+	// An empty version is none: OCM's peers send one for an object no
+	// kube-apiserver has stored yet.
+	evt.SetExtension(ExtResourceVersion, "")
+	if got, err := ParseHeader(&evt); err != nil || got.HasVersion {
+		t.Errorf("empty resourceversion: %+v, %v; want no version", got, err)
+	}
+
+	// Of two bad extensions, the one of Header's first field is reported,
+	// every time.
+	evt.SetExtension(ExtSequenceID, "x")
+	evt.SetExtension(ExtClusterName, true)
+	for range 20 {
+		_, err := ParseHeader(&evt)
+		if ee := (*ExtensionError)(nil); !errors.As(err, &ee) || ee.Name != ExtClusterName || !strings.Contains(err.Error(), "want a string, got bool") {
+			t.Fatalf("error %v, want one for %s", err, ExtClusterName)
+		}
+	}
+	evt.SetType("not.a.type")
+	if _, err := ParseHeader(&evt); !errors.Is(err, ErrInvalidType) {
+		t.Errorf("bad type: %v, want ErrInvalidType", err)
+	}
+}
+
+func BenchmarkParseHeader(b *testing.B) {
+	evt := cloudevents.New()
+	evt.SetID("e1")
+	evt.SetType(bundles.String() + ".status.update_request")
+	evt.SetExtension(ExtResourceID, "5b3a7cd2-5d7a-4b8e-9e0c-0f6c2d6b1d4e")
+	evt.SetExtension(ExtResourceVersion, "12")
+	evt.SetExtension(ExtClusterName, "cluster1")
+	evt.SetExtension(ExtOriginalSource, "hub")
+	evt.SetExtension(ExtSequenceID, "1834567890123456789")
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := ParseHeader(&evt); err != nil {
+			b.Fatal(err)
+		}
 	}
 }

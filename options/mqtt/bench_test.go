@@ -10,10 +10,14 @@ import (
 )
 
 // BenchmarkSendDeliver measures 2 KB events at QoS 1 from Send to Deliver
-// through the embedded broker (mochi-mqtt).
+// through the embedded broker (mochi-mqtt), in each content mode.
 func BenchmarkSendDeliver(b *testing.B) {
-	broker := mqtttest.NewBroker(b)
-	transporttest.BenchSendDeliver(b, func() options.Transport {
-		return newTransport(b, mqtt.Config{BrokerHost: broker.Addr()})
-	})
+	for _, mode := range []string{mqtt.ContentModeBinary, mqtt.ContentModeStructured} {
+		b.Run(mode, func(b *testing.B) {
+			broker := mqtttest.NewBroker(b)
+			transporttest.BenchSendDeliver(b, func() options.Transport {
+				return newTransport(b, mqtt.Config{BrokerHost: broker.Addr(), ContentMode: mode})
+			})
+		})
+	}
 }

@@ -82,7 +82,25 @@ type Config struct {
 	// Default: 0, only the broker's own maximum packet size (if it announces
 	// one) applies.
 	MaxEventBytes int `json:"maxEventBytes,omitempty"`
+	// ContentMode is how Send lays an event out in a PUBLISH packet, in the
+	// terms of the CloudEvents MQTT binding: ContentModeBinary (default)
+	// or ContentModeStructured. Receivers read either mode whatever this
+	// says, and so do OCM's peers.
+	ContentMode string `json:"contentMode,omitempty"`
 }
+
+// The content modes of the CloudEvents MQTT binding.
+const (
+	// ContentModeBinary carries each attribute and extension as an MQTT
+	// user property and the data as the payload.
+	ContentModeBinary = "binary"
+	// ContentModeStructured carries the whole event as one JSON payload
+	// (application/cloudevents+json). A receiver allocates less for it:
+	// paho reads every user property into buffers of its own, of at least
+	// 512 bytes each, so a binary event of ten attributes costs ten times
+	// that before the event is decoded.
+	ContentModeStructured = "structured"
+)
 
 // Will is an MQTT last-will message.
 type Will struct {
@@ -170,6 +188,11 @@ func (c Config) Validate() error {
 	}
 	if c.ReceiveMaximum < 0 || c.ReceiveMaximum > 65535 {
 		errs = append(errs, fmt.Errorf("receiveMaximum %d: want 1 to 65535 (0 for the default)", c.ReceiveMaximum))
+	}
+	switch c.ContentMode {
+	case "", ContentModeBinary, ContentModeStructured:
+	default:
+		errs = append(errs, fmt.Errorf("contentMode %q: want %q (default) or %q", c.ContentMode, ContentModeBinary, ContentModeStructured))
 	}
 	if c.MaxEventBytes < 0 {
 		errs = append(errs, fmt.Errorf("maxEventBytes %d: want 0 (broker's limit) or more", c.MaxEventBytes))

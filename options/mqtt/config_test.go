@@ -28,7 +28,7 @@ func TestLoadConfig(t *testing.T) {
 	want := mqtt.Config{
 		BrokerHost: "broker.example:8883", Username: "hub", Password: "secret",
 		KeepAlive: options.Duration(30 * time.Second), QoS: &qos, Layout: "ocm", SharedGroup: "hubs",
-		Will: &mqtt.Will{Topic: "status/hub", Payload: "gone"},
+		Will: &mqtt.Will{Topic: "status/hub", Payload: "gone"}, ContentMode: mqtt.ContentModeStructured,
 	}
 	yamlFile := write("mqtt.yaml", `
 brokerHost: broker.example:8883
@@ -41,9 +41,10 @@ sharedGroup: hubs
 will:
   topic: status/hub
   payload: gone
+contentMode: structured
 `)
 	jsonFile := write("mqtt.json", `{"brokerHost":"broker.example:8883","username":"hub","password":"secret","keepAlive":30,
-		"qos":0,"layout":"ocm","sharedGroup":"hubs","will":{"topic":"status/hub","payload":"gone"}}`)
+		"qos":0,"layout":"ocm","sharedGroup":"hubs","will":{"topic":"status/hub","payload":"gone"},"contentMode":"structured"}`)
 	for _, p := range []string{yamlFile, jsonFile} {
 		got, err := mqtt.LoadConfig(p)
 		if err != nil {
@@ -73,13 +74,13 @@ func TestConfigValidateReportsEveryProblem(t *testing.T) {
 	err := mqtt.Config{
 		BrokerHost: "no-port", QoS: &qos, Layout: "weird", SharedGroup: "a/b",
 		Will: &mqtt.Will{Topic: "x/#"}, MaxEventBytes: -1, DialTimeout: -1, ReconnectMinBackoff: -1,
-		TLS: options.TLSConfig{CertFile: "only-cert.pem"},
+		TLS: options.TLSConfig{CertFile: "only-cert.pem"}, ContentMode: "Structured",
 	}.Validate()
 	if err == nil {
 		t.Fatal("invalid config accepted")
 	}
 	for _, want := range []string{"brokerHost", "qos 3", "unknown topic layout", "sharedGroup", "will topic", "maxEventBytes", "clientCertFile and clientKeyFile",
-		"dialTimeout -1ns", "reconnectMinBackoff -1ns"} {
+		"dialTimeout -1ns", "reconnectMinBackoff -1ns", `contentMode "Structured": want "binary" (default) or "structured"`} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error does not mention %q:\n%v", want, err)
 		}

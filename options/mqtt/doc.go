@@ -1,6 +1,7 @@
-// Package mqtt is the MQTT v5 transport: CloudEvents in the binary content
-// mode of the CloudEvents MQTT binding (github.com/cloudevents/sdk-go/protocol/mqtt_paho)
-// over github.com/eclipse/paho.golang.
+// Package mqtt is the MQTT v5 transport: CloudEvents in the CloudEvents MQTT
+// binding (github.com/cloudevents/sdk-go/protocol/mqtt_paho) over
+// github.com/eclipse/paho.golang. It sends in the binary content mode by
+// default, or the structured one (Config.ContentMode), and receives both.
 //
 // Topics follow a Layout (options.SeedLayout by default, options.OCMLayout
 // to interoperate with Open Cluster Management deployments, or custom

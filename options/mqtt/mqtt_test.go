@@ -31,27 +31,40 @@ func newTransport(t testing.TB, cfg mqtt.Config) *mqtt.Transport {
 	return tr
 }
 
-func harness(addr string, restart func(t *testing.T)) transporttest.Harness {
+// harness makes the suite's transports from base, a config of the broker
+// under test.
+func harness(base mqtt.Config, restart func(t *testing.T)) transporttest.Harness {
+	with := func(change func(c *mqtt.Config)) mqtt.Config {
+		c := base
+		change(&c)
+		return c
+	}
 	return transporttest.Harness{
-		New: func(t *testing.T) options.Transport { return newTransport(t, mqtt.Config{BrokerHost: addr}) },
+		New: func(t *testing.T) options.Transport { return newTransport(t, base) },
 		NewUnreachable: func(t *testing.T) options.Transport {
-			return newTransport(t, mqtt.Config{BrokerHost: transporttest.ClosedAddr(t)})
+			return newTransport(t, with(func(c *mqtt.Config) { c.BrokerHost = transporttest.ClosedAddr(t) }))
 		},
 		NewLimited: func(t *testing.T, limit int) options.Transport {
-			return newTransport(t, mqtt.Config{BrokerHost: addr, MaxEventBytes: limit})
+			return newTransport(t, with(func(c *mqtt.Config) { c.MaxEventBytes = limit }))
 		},
 		Restart: restart,
-		SendRaw: func(t *testing.T, route options.Route, payload []byte) { publishRaw(t, addr, route, payload) },
+		SendRaw: func(t *testing.T, route options.Route, payload []byte) {
+			publishRaw(t, base.BrokerHost, route, payload)
+		},
 	}
 }
 
 func TestConformanceEmbeddedBroker(t *testing.T) {
-	b := mqtttest.NewBroker(t)
-	transporttest.Run(t, harness(b.Addr(), func(t *testing.T) {
-		if err := b.Restart(); err != nil {
-			t.Fatal(err)
-		}
-	}))
+	for _, mode := range []string{mqtt.ContentModeBinary, mqtt.ContentModeStructured} {
+		t.Run(mode, func(t *testing.T) {
+			b := mqtttest.NewBroker(t)
+			transporttest.Run(t, harness(mqtt.Config{BrokerHost: b.Addr(), ContentMode: mode}, func(t *testing.T) {
+				if err := b.Restart(); err != nil {
+					t.Fatal(err)
+				}
+			}))
+		})
+	}
 }
 
 func TestConformanceRealBroker(t *testing.T) {
@@ -60,7 +73,11 @@ func TestConformanceRealBroker(t *testing.T) {
 		t.Skipf("%s is not set", BrokerEnv)
 	}
 	// A shared broker cannot be restarted from here: the suite skips that test.
-	transporttest.Run(t, harness(addr, nil))
+	for _, mode := range []string{mqtt.ContentModeBinary, mqtt.ContentModeStructured} {
+		t.Run(mode, func(t *testing.T) {
+			transporttest.Run(t, harness(mqtt.Config{BrokerHost: addr, ContentMode: mode}, nil))
+		})
+	}
 }
 
 // publishRaw publishes bytes that are not a CloudEvent on route's topic.

@@ -38,9 +38,9 @@ func WithLogger(l logr.Logger) Option { return func(t *Transport) { t.log, t.log
 // in memory); it replaces Config.TLS. Default: built from Config.TLS.
 func WithTLSConfig(c *tls.Config) Option { return func(t *Transport) { t.tlsConfig = c } }
 
-// Transport carries CloudEvents over MQTT v5, in the binary content mode of
-// the CloudEvents MQTT binding (attributes and extensions as user
-// properties). It implements options.Transport: it reconnects by itself with
+// Transport carries CloudEvents over MQTT v5, in the content mode of the
+// CloudEvents MQTT binding its Config names (binary, attributes and
+// extensions as user properties, by default). It implements options.Transport: it reconnects by itself with
 // capped exponential backoff and tells its receiver after every reconnect.
 type Transport struct {
 	cfg       Config
@@ -430,9 +430,9 @@ func (t *Transport) Send(ctx context.Context, route options.Route, evt *cloudeve
 	if state != nil {
 		return fmt.Errorf("mqtt: send to %s: %w", topic, state)
 	}
-	pub := &paho.Publish{Topic: topic, QoS: t.cfg.qos()}
-	if err := mqttpaho.WritePubMessage(ctx, binding.ToMessage(evt), pub); err != nil {
-		return fmt.Errorf("mqtt: encode event %s: %w", evt.ID(), err)
+	pub, err := t.encode(ctx, topic, evt)
+	if err != nil {
+		return err
 	}
 	size := packetSize(pub)
 	if limit := t.limit(maxPacket); limit > 0 && size > limit {
@@ -462,6 +462,19 @@ func (t *Transport) Send(ctx context.Context, route options.Route, evt *cloudeve
 		t.mu.Unlock()
 	}
 	return nil
+}
+
+// encode lays evt out in a PUBLISH packet for topic, in the configured
+// content mode.
+func (t *Transport) encode(ctx context.Context, topic string, evt *cloudevents.Event) (*paho.Publish, error) {
+	if t.cfg.ContentMode == ContentModeStructured {
+		ctx = binding.WithForceStructured(ctx)
+	}
+	pub := &paho.Publish{Topic: topic, QoS: t.cfg.qos()}
+	if err := mqttpaho.WritePubMessage(ctx, binding.ToMessage(evt), pub); err != nil {
+		return nil, fmt.Errorf("mqtt: encode event %s: %w", evt.ID(), err)
+	}
+	return pub, nil
 }
 
 // silentLimitError says why an event is too large for a broker that

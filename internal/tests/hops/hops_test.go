@@ -30,7 +30,7 @@ const module = "github.com/workwire/sdk-go"
 // have none: six is what the design allows. A change that lowers them
 // lowers these too.
 const (
-	maxCalls     = 400
+	maxCalls     = 360
 	maxCrossings = 60
 	maxBackUp    = 6
 )

@@ -234,28 +234,36 @@ func TestOCMHubWorkwireAgentOverMQTT(t *testing.T) {
 	for name, broker := range mqttBrokers(t) {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			source, cluster := unique("hub"), unique("cluster")
-			file := ocmMQTTFile(t, broker(t), source)
-			h := startOCMHub(t, ocmMQTTOptions(t, file), source)
-			var agents []*wwAgent
-			r := newRun(t, h, cluster, func(t *testing.T) agent {
-				a := startWWAgent(t, work.NewClientHolderBuilder(mqttConfig(t, file)).WithClusterName(cluster).WithLogger(logr.Discard()).
-					WithStatusResend(time.Second), cluster)
-				agents = append(agents, a)
-				return a
-			})
 			works := 5000 // the measure, once
 			if name != "mqtt-embedded" {
 				works = 1000
 			}
-			r.lifecycle(size(t, works))
-			checkOCMHubDrops(t, h)
-			for i, a := range agents {
-				if d := a.drops.dropped(); len(d) != 0 {
-					t.Errorf("the workwire agent's run %d dropped events: %v", i+1, d)
-				}
-			}
+			ocmHubWorkwireAgent(t, broker(t), mqtt.ContentModeBinary, works)
 		})
+	}
+}
+
+// ocmHubWorkwireAgent runs an OCM hub and a workwire agent that sends in
+// contentMode through broker.
+func ocmHubWorkwireAgent(t *testing.T, broker, contentMode string, works int) {
+	source, cluster := unique("hub"), unique("cluster")
+	file := ocmMQTTFile(t, broker, source)
+	h := startOCMHub(t, ocmMQTTOptions(t, file), source)
+	var agents []*wwAgent
+	r := newRun(t, h, cluster, func(t *testing.T) agent {
+		c := mqttConfig(t, file)
+		c.ContentMode = contentMode
+		a := startWWAgent(t, work.NewClientHolderBuilder(c).WithClusterName(cluster).WithLogger(logr.Discard()).
+			WithStatusResend(time.Second), cluster)
+		agents = append(agents, a)
+		return a
+	})
+	r.lifecycle(size(t, works))
+	checkOCMHubDrops(t, h)
+	for i, a := range agents {
+		if d := a.drops.dropped(); len(d) != 0 {
+			t.Errorf("the workwire agent's run %d dropped events: %v", i+1, d)
+		}
 	}
 }
 
@@ -291,24 +299,46 @@ func TestWorkwireHubOCMAgentOverMQTT(t *testing.T) {
 	for name, broker := range mqttBrokers(t) {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			source, cluster := unique("hub"), unique("cluster")
-			file := ocmMQTTFile(t, broker(t), source)
-			hubDrops := &dropCounter{reasons: map[generic.DropReason]int{}}
-			h := startWWHub(t, func() *work.ClientHolderBuilder {
-				return work.NewClientHolderBuilder(mqttConfig(t, file)).WithSourceID(source).WithLogger(logr.Discard()).
-					WithSourceOptions(generic.WithObserver(hubDrops))
-			})
-			r := newRun(t, h, cluster, func(t *testing.T) agent { return startOCMAgent(t, ocmMQTTOptions(t, file), cluster) })
-			r.lifecycle(size(t, 500)) // OCM's agent takes about 18ms an event
-			if d := hubDrops.dropped(); len(d) != 0 {
-				t.Errorf("the workwire hub dropped events: %v", d)
-			}
-			// OCM's agent handles each event on a goroutine of its own: an
-			// update that loses the race to its create is lost, and the
-			// hub sends it again.
-			t.Logf("the workwire hub sent %d specs again", hubDrops.resends())
+			workwireHubOCMAgent(t, broker(t), mqtt.ContentModeBinary, 500) // OCM's agent takes about 18ms an event
 		})
 	}
+}
+
+// workwireHubOCMAgent runs a workwire hub that sends in contentMode and an
+// OCM agent through broker.
+func workwireHubOCMAgent(t *testing.T, broker, contentMode string, works int) {
+	source, cluster := unique("hub"), unique("cluster")
+	file := ocmMQTTFile(t, broker, source)
+	hubDrops := &dropCounter{reasons: map[generic.DropReason]int{}}
+	h := startWWHub(t, func() *work.ClientHolderBuilder {
+		c := mqttConfig(t, file)
+		c.ContentMode = contentMode
+		return work.NewClientHolderBuilder(c).WithSourceID(source).WithLogger(logr.Discard()).
+			WithSourceOptions(generic.WithObserver(hubDrops))
+	})
+	r := newRun(t, h, cluster, func(t *testing.T) agent { return startOCMAgent(t, ocmMQTTOptions(t, file), cluster) })
+	r.lifecycle(size(t, works))
+	if d := hubDrops.dropped(); len(d) != 0 {
+		t.Errorf("the workwire hub dropped events: %v", d)
+	}
+	// OCM's agent handles each event on a goroutine of its own: an update
+	// that loses the race to its create is lost, and the hub sends it
+	// again.
+	t.Logf("the workwire hub sent %d specs again", hubDrops.resends())
+}
+
+// OCM's peers read the structured content mode: a workwire hub and a
+// workwire agent that send it drive an OCM agent and an OCM hub, over the
+// embedded broker (the mode is the client's, not the broker's).
+func TestOCMPeersReadStructuredMQTT(t *testing.T) {
+	t.Run("ocm-agent", func(t *testing.T) {
+		t.Parallel()
+		workwireHubOCMAgent(t, mqtttest.NewBroker(t).Addr(), mqtt.ContentModeStructured, 200)
+	})
+	t.Run("ocm-hub", func(t *testing.T) {
+		t.Parallel()
+		ocmHubWorkwireAgent(t, mqtttest.NewBroker(t).Addr(), mqtt.ContentModeStructured, 1000)
+	})
 }
 
 // An OCM gRPC agent against workwire's broker, which a workwire hub
