@@ -12,6 +12,8 @@ import (
 
 	cloudevents "github.com/cloudevents/sdk-go/v2/event"
 	"github.com/go-logr/logr"
+	grpclib "google.golang.org/grpc"
+	"google.golang.org/grpc/stats"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -36,7 +38,27 @@ type env struct {
 	// dropped counts the messages the broker dropped for subscribers that
 	// fell behind; nil where the broker does not tell.
 	dropped func() int64
+	// wire counts the bytes of the messages the clients sent and received
+	// as they went on the wire (compressed, with their framing); nil where
+	// the transport does not tell.
+	wire func() int64
 }
+
+// wireCounter counts the bytes of gRPC messages on the wire.
+type wireCounter struct{ n atomic.Int64 }
+
+func (c *wireCounter) HandleRPC(_ context.Context, s stats.RPCStats) {
+	switch p := s.(type) {
+	case *stats.InPayload:
+		c.n.Add(int64(p.WireLength))
+	case *stats.OutPayload:
+		c.n.Add(int64(p.WireLength))
+	}
+}
+
+func (c *wireCounter) TagRPC(ctx context.Context, _ *stats.RPCTagInfo) context.Context   { return ctx }
+func (c *wireCounter) TagConn(ctx context.Context, _ *stats.ConnTagInfo) context.Context { return ctx }
+func (c *wireCounter) HandleConn(context.Context, stats.ConnStats)                       {}
 
 func newEnv(cfg config) (*env, error) {
 	switch cfg.transport {
@@ -73,7 +95,7 @@ func newEnv(cfg config) (*env, error) {
 	case "grpc":
 		addr, stop := cfg.broker, func() {}
 		if addr == "" {
-			srv, err := server.New(server.Config{}, server.WithLogger(logr.Discard()))
+			srv, err := server.New(server.Config{Compression: cfg.compression}, server.WithLogger(logr.Discard()))
 			if err != nil {
 				return nil, err
 			}
@@ -86,10 +108,14 @@ func newEnv(cfg config) (*env, error) {
 			go func() { done <- srv.Serve(ctx, lis) }()
 			addr, stop = lis.Addr().String(), func() { cancel(); <-done }
 		}
-		gc := grpc.Config{ServerAddress: addr}
+		gc := grpc.Config{ServerAddress: addr, Compression: cfg.compression}
+		wire := &wireCounter{}
 		return &env{
-			transport: func() (options.Transport, error) { return grpc.New(gc, grpc.WithLogger(logr.Discard())) },
-			close:     stop,
+			transport: func() (options.Transport, error) {
+				return grpc.New(gc, grpc.WithLogger(logr.Discard()), grpc.WithDialOptions(grpclib.WithStatsHandler(wire)))
+			},
+			close: stop,
+			wire:  wire.n.Load,
 		}, nil
 	default:
 		return nil, fmt.Errorf("unknown transport %q (want mqtt, kafka or grpc)", cfg.transport)

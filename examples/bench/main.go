@@ -35,6 +35,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/workwire/sdk-go/options/grpc/protocol"
 	"github.com/workwire/sdk-go/options/kafka/kafkatest"
 	"github.com/workwire/sdk-go/options/mqtt"
 )
@@ -44,6 +45,7 @@ func main() {
 	flag.StringVar(&cfg.transport, "transport", cfg.transport, "transport: mqtt, kafka or grpc")
 	flag.StringVar(&cfg.broker, "broker", "", "broker address (default: an embedded one)")
 	flag.StringVar(&cfg.contentMode, "content-mode", "", "MQTT content mode: binary (default) or structured (mqtt.Config.ContentMode)")
+	flag.StringVar(&cfg.compression, "compression", "", "gRPC compression of the clients and the embedded broker: gzip (default: none)")
 	flag.IntVar(&cfg.clusters, "clusters", cfg.clusters, "how many agents (clusters)")
 	flag.IntVar(&cfg.works, "works", cfg.works, "how many works in all, spread over the clusters")
 	flag.IntVar(&cfg.manifestBytes, "manifest-bytes", cfg.manifestBytes, "size of each work's Deployment manifest")
@@ -92,6 +94,7 @@ type config struct {
 	transport       string
 	broker          string
 	contentMode     string
+	compression     string
 	clusters        int
 	works           int
 	manifestBytes   int
@@ -127,6 +130,12 @@ func (c config) validate() error {
 	case c.contentMode != "" && c.contentMode != mqtt.ContentModeBinary && c.contentMode != mqtt.ContentModeStructured:
 		errs = append(errs, fmt.Sprintf("-content-mode %q: want %s or %s", c.contentMode, mqtt.ContentModeBinary, mqtt.ContentModeStructured))
 	}
+	switch {
+	case c.compression != "" && c.transport != "grpc":
+		errs = append(errs, "-compression is gRPC's: use it with -transport grpc")
+	case protocol.CheckCompression("-compression", c.compression) != nil:
+		errs = append(errs, protocol.CheckCompression("-compression", c.compression).Error())
+	}
 	if c.manifestBytes < 512 {
 		errs = append(errs, "-manifest-bytes must be at least 512")
 	}
@@ -158,6 +167,7 @@ func (c config) validate() error {
 type Result struct {
 	Transport     string        `json:"transport"`
 	ContentMode   string        `json:"contentMode,omitempty"`
+	Compression   string        `json:"compression,omitempty"`
 	Clusters      int           `json:"clusters"`
 	Works         int           `json:"works"`
 	ManifestBytes int           `json:"manifestBytes"`
@@ -188,6 +198,11 @@ type PhaseResult struct {
 	RatioToRaw  float64       `json:"ratioToRaw,omitempty"`
 	P50         time.Duration `json:"p50Nanos,omitempty"`
 	P99         time.Duration `json:"p99Nanos,omitempty"`
+	// WireBytes is what the clients' messages took on the wire during the
+	// phase, sent and received (each event counts where it leaves its
+	// sender and where it reaches its receiver); 0 where the transport
+	// does not tell.
+	WireBytes int64 `json:"wireBytes,omitempty"`
 }
 
 func (r *Result) print(w io.Writer) {
@@ -199,18 +214,24 @@ func (r *Result) print(w io.Writer) {
 	if r.ContentMode != "" {
 		transport += " (" + r.ContentMode + ")"
 	}
+	if r.Compression != "" {
+		transport += " (" + r.Compression + ")"
+	}
 	fmt.Fprintf(w, "\nworkwire bench: transport %s, %d works over %d clusters, %d-byte manifests, rate limit %s, spec window %s\n\n",
 		transport, r.Works, r.Clusters, r.ManifestBytes, r.RateLimit, window)
-	fmt.Fprintf(w, "%-14s %10s %12s %8s %10s %10s\n", "phase", "time", "works/s", "vs raw", "p50", "p99")
+	fmt.Fprintf(w, "%-14s %10s %12s %8s %10s %10s %10s\n", "phase", "time", "works/s", "vs raw", "p50", "p99", "wire/work")
 	for _, p := range r.Phases {
-		ratio, p50, p99 := "", "", ""
+		ratio, p50, p99, wire := "", "", "", ""
 		if p.RatioToRaw > 0 {
 			ratio = fmt.Sprintf("%.0f%%", 100*p.RatioToRaw)
 		}
 		if p.P50 > 0 {
 			p50, p99 = p.P50.Round(time.Microsecond).String(), p.P99.Round(time.Microsecond).String()
 		}
-		fmt.Fprintf(w, "%-14s %10s %12.0f %8s %10s %10s\n", p.Name, p.Duration.Round(time.Millisecond), p.WorksPerSec, ratio, p50, p99)
+		if p.WireBytes > 0 {
+			wire = fmt.Sprintf("%d B", p.WireBytes/int64(r.Works))
+		}
+		fmt.Fprintf(w, "%-14s %10s %12.0f %8s %10s %10s %10s\n", p.Name, p.Duration.Round(time.Millisecond), p.WorksPerSec, ratio, p50, p99, wire)
 	}
 	fmt.Fprintf(w, "\nheap per work after delivery: %d B", r.HeapPerWork)
 	if r.HubHeapPerWork > 0 {

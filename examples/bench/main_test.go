@@ -13,10 +13,13 @@ import (
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 func TestBenchRunsEveryPhase(t *testing.T) {
-	for _, mode := range []string{"", "structured"} {
-		t.Run("content-mode="+mode, func(t *testing.T) {
+	for _, tc := range []struct{ transport, contentMode, compression string }{
+		{transport: "mqtt"}, {transport: "mqtt", contentMode: "structured"}, {transport: "grpc", compression: "gzip"},
+	} {
+		t.Run(tc.transport+tc.contentMode+tc.compression, func(t *testing.T) {
 			cfg := defaultConfig()
-			cfg.works, cfg.clusters, cfg.timeout, cfg.contentMode = 60, 3, time.Minute, mode
+			cfg.works, cfg.clusters, cfg.timeout = 60, 3, time.Minute
+			cfg.transport, cfg.contentMode, cfg.compression = tc.transport, tc.contentMode, tc.compression
 			var progress bytes.Buffer
 			res, err := run(context.Background(), cfg, &progress)
 			if err != nil {
@@ -28,6 +31,9 @@ func TestBenchRunsEveryPhase(t *testing.T) {
 			for _, p := range res.Phases {
 				if p.WorksPerSec <= 0 {
 					t.Errorf("phase %s: %v works/s", p.Name, p.WorksPerSec)
+				}
+				if counted := p.WireBytes > 0; counted != (tc.transport == "grpc") {
+					t.Errorf("phase %s: %d bytes on the wire", p.Name, p.WireBytes)
 				}
 			}
 			var out bytes.Buffer
@@ -45,11 +51,19 @@ func TestBenchRejectsBadFlags(t *testing.T) {
 	if _, err := run(context.Background(), cfg, &bytes.Buffer{}); err == nil {
 		t.Fatal("accepted an unknown phase")
 	}
-	for _, bad := range []struct{ transport, mode string }{{"mqtt", "Structured"}, {"grpc", "structured"}} {
+	for _, bad := range []struct{ transport, flag, value string }{
+		{"mqtt", "-content-mode", "Structured"}, {"grpc", "-content-mode", "structured"},
+		{"grpc", "-compression", "zstd"}, {"mqtt", "-compression", "gzip"},
+	} {
 		cfg := defaultConfig()
-		cfg.transport, cfg.contentMode = bad.transport, bad.mode
-		if _, err := run(context.Background(), cfg, &bytes.Buffer{}); err == nil || !strings.Contains(err.Error(), "-content-mode") {
-			t.Errorf("-transport %s -content-mode %s: %v, want an error naming -content-mode", bad.transport, bad.mode, err)
+		cfg.transport = bad.transport
+		if bad.flag == "-content-mode" {
+			cfg.contentMode = bad.value
+		} else {
+			cfg.compression = bad.value
+		}
+		if _, err := run(context.Background(), cfg, &bytes.Buffer{}); err == nil || !strings.Contains(err.Error(), bad.flag) {
+			t.Errorf("-transport %s %s %s: %v, want an error naming %s", bad.transport, bad.flag, bad.value, err, bad.flag)
 		}
 	}
 }

@@ -66,7 +66,7 @@ func run(ctx context.Context, cfg config, progress io.Writer) (*Result, error) {
 		return nil, err
 	}
 	b := &bench{cfg: cfg, env: e, works: buildWorks(cfg), progress: progress, res: &Result{
-		Transport: cfg.transport, ContentMode: cfg.contentMode, Clusters: cfg.clusters, Works: cfg.works, ManifestBytes: cfg.manifestBytes, RateLimit: "default", SpecWindow: cfg.specWindow,
+		Transport: cfg.transport, ContentMode: cfg.contentMode, Compression: cfg.compression, Clusters: cfg.clusters, Works: cfg.works, ManifestBytes: cfg.manifestBytes, RateLimit: "default", SpecWindow: cfg.specWindow,
 	}}
 	if cfg.noRateLimit {
 		b.res.RateLimit = "off"
@@ -89,6 +89,10 @@ func run(ctx context.Context, cfg config, progress io.Writer) (*Result, error) {
 		if !want[s.name] {
 			continue
 		}
+		var wireBefore int64
+		if b.env.wire != nil {
+			wireBefore = b.env.wire()
+		}
 		pctx, cancel := context.WithTimeout(ctx, cfg.timeout)
 		r, err := s.fn(pctx)
 		cancel()
@@ -96,6 +100,9 @@ func run(ctx context.Context, cfg config, progress io.Writer) (*Result, error) {
 			return b.finish(), fmt.Errorf("phase %s: %w", s.name, err)
 		}
 		r.Name = s.name
+		if b.env.wire != nil {
+			r.WireBytes = b.env.wire() - wireBefore
+		}
 		if s.name == "raw" {
 			b.raw = r.WorksPerSec
 		} else if b.raw > 0 {

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/workwire/sdk-go/options"
+	"github.com/workwire/sdk-go/options/grpc/protocol"
 )
 
 // Defaults of Config.
@@ -94,6 +95,12 @@ type Config struct {
 	// MaxReceiveBytes is the largest stream message accepted.
 	// Default: DefaultMaxReceiveBytes.
 	MaxReceiveBytes int `json:"maxReceiveBytes,omitempty"`
+	// Compression, "gzip" (protocol.Gzip), compresses what the client
+	// sends, and so what a grpc-go server streams back to it, which it
+	// compresses as the subscription request was. The server must read
+	// gzip: workwire's always does. Default: "", none; the client still
+	// reads what a server compresses.
+	Compression string `json:"compression,omitempty"`
 }
 
 // Validate reports every problem of c at once. It reads the TLS files c
@@ -130,6 +137,9 @@ func (c Config) Validate() error {
 	}
 	if c.MaxReceiveBytes < 0 {
 		errs = append(errs, fmt.Errorf("maxReceiveBytes %d: want 0 (default) or more", c.MaxReceiveBytes))
+	}
+	if err := protocol.CheckCompression("compression", c.Compression); err != nil {
+		errs = append(errs, err)
 	}
 	if err := c.TLS.Validate(); err != nil {
 		errs = append(errs, err)

@@ -150,6 +150,9 @@ func (t *Transport) dialOptions() []grpclib.DialOption {
 			grpclib.MaxCallSendMsgSize(t.maxEvent),
 		),
 	}
+	if cfg.Compression != "" {
+		opts = append(opts, grpclib.WithDefaultCallOptions(grpclib.UseCompressor(cfg.Compression)))
+	}
 	if ka, ok := keepaliveParams(cfg); ok {
 		opts = append(opts, grpclib.WithKeepaliveParams(ka))
 	}

@@ -12,26 +12,14 @@ import (
 	"github.com/workwire/sdk-go/options/transporttest"
 )
 
-func start(t *testing.T, tr *mqtt.Transport, subs []options.Subscription) *transporttest.Recorder {
-	t.Helper()
-	r := transporttest.NewRecorder()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if err := tr.Start(ctx, subs, r); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { closeNow(t, tr) })
-	return r
-}
-
 func TestSharedSubscriptionSplitsTheLoad(t *testing.T) {
 	t.Parallel()
 	b := mqtttest.NewBroker(t)
 	subs := options.SourceSubscriptions("hub", nil)
-	r1 := start(t, newTransport(t, mqtt.Config{BrokerHost: b.Addr(), SharedGroup: "hub"}), subs)
-	r2 := start(t, newTransport(t, mqtt.Config{BrokerHost: b.Addr(), SharedGroup: "hub"}), subs)
+	r1 := transporttest.Start(t, newTransport(t, mqtt.Config{BrokerHost: b.Addr(), SharedGroup: "hub"}), subs)
+	r2 := transporttest.Start(t, newTransport(t, mqtt.Config{BrokerHost: b.Addr(), SharedGroup: "hub"}), subs)
 	agent := newTransport(t, mqtt.Config{BrokerHost: b.Addr()})
-	start(t, agent, nil)
+	transporttest.Start(t, agent, nil)
 	const n = 40
 	for i := range n {
 		evt := transporttest.NewEvent(fmt.Sprint("s", i), "status.update_request")
@@ -67,12 +55,12 @@ func TestWillAndReconnectAfterADroppedConnection(t *testing.T) {
 	// The will goes to the spec topic of a cluster the watcher listens on,
 	// so the watcher's receiver sees it (as a malformed message: the will
 	// payload is not a CloudEvent).
-	wr := start(t, watcher, options.AgentSubscriptions("watch", nil))
+	wr := transporttest.Start(t, watcher, options.AgentSubscriptions("watch", nil))
 	agent := newTransport(t, mqtt.Config{
 		BrokerHost: b.Addr(), ClientID: "agent-1",
 		Will: &mqtt.Will{Topic: "sources/x/clusters/watch/spec", Payload: "agent-1 is gone", QoS: 1},
 	})
-	ar := start(t, agent, options.AgentSubscriptions("c1", nil))
+	ar := transporttest.Start(t, agent, options.AgentSubscriptions("c1", nil))
 	connects := ar.Connects()
 	if !b.DropClient("agent-1") {
 		t.Fatal("agent-1 is not connected")
@@ -98,8 +86,8 @@ func TestBackoffGrowsAcrossConnectionsThatDoNotLast(t *testing.T) {
 		BrokerHost: b.Addr(), ClientID: "twin",
 		ReconnectMinBackoff: options.Duration(100 * time.Millisecond), ReconnectMaxBackoff: options.Duration(time.Minute),
 	}
-	r1 := start(t, newTransport(t, cfg), nil)
-	r2 := start(t, newTransport(t, cfg), nil)
+	r1 := transporttest.Start(t, newTransport(t, cfg), nil)
+	r2 := transporttest.Start(t, newTransport(t, cfg), nil)
 	time.Sleep(3 * time.Second) // the span whose reconnects the test counts
 	// Measured: 180 connects when the backoff starts again each time, 20
 	// when it grows.

@@ -37,7 +37,7 @@ func TestAnAnnouncedPacketLimitIsKeptWithoutSending(t *testing.T) {
 	t.Parallel()
 	b := mqtttest.NewBroker(t, mqtttest.WithMaxPacketSize(packetLimit))
 	tr := newTransport(t, mqtt.Config{BrokerHost: b.Addr()})
-	recv := start(t, tr, nil)
+	recv := transporttest.Start(t, tr, nil)
 	if got := tr.MaxEventBytes(); got != packetLimit {
 		t.Fatalf("MaxEventBytes %d after connecting, want the announced %d", got, packetLimit)
 	}
@@ -62,7 +62,7 @@ func TestAnUnannouncedPacketLimitIsInferredFromTwoDrops(t *testing.T) {
 	t.Parallel()
 	b := mqtttest.NewBroker(t, mqtttest.WithUnannouncedMaxPacketSize(packetLimit))
 	tr := newTransport(t, mqtt.Config{BrokerHost: b.Addr()})
-	recv := start(t, tr, nil)
+	recv := transporttest.Start(t, tr, nil)
 	route := options.Route{Role: options.RoleSpec, Source: "hub", Cluster: "c1"}
 	if err := sendNow(tr, route, sized("normal", 100<<10, route)); err != nil {
 		t.Fatalf("an event under the limit: %v", err)

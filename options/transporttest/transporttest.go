@@ -69,6 +69,26 @@ type Recorder struct {
 // NewRecorder returns an empty Recorder.
 func NewRecorder() *Recorder { return &Recorder{changed: make(chan struct{}, 1)} }
 
+// Start starts tr on subs with a new Recorder, failing the test if it is
+// not connected within 20 seconds, and closes tr when the test ends.
+func Start(t testing.TB, tr options.Transport, subs []options.Subscription) *Recorder {
+	t.Helper()
+	r := NewRecorder()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if err := tr.Start(ctx, subs, r); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		if err := tr.Close(ctx); err != nil && !errors.Is(err, options.ErrClosed) {
+			t.Errorf("Close: %v", err)
+		}
+	})
+	return r
+}
+
 func (r *Recorder) poke() {
 	select {
 	case r.changed <- struct{}{}:

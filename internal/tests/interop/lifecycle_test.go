@@ -16,6 +16,7 @@ import (
 	wwoptions "github.com/workwire/sdk-go/options"
 	"github.com/workwire/sdk-go/options/grpc"
 	"github.com/workwire/sdk-go/options/grpc/grpctest"
+	"github.com/workwire/sdk-go/options/grpc/protocol"
 	"github.com/workwire/sdk-go/options/grpc/server"
 	"github.com/workwire/sdk-go/options/mqtt"
 	"github.com/workwire/sdk-go/options/mqtt/mqtttest"
@@ -397,6 +398,35 @@ func TestWorkwireAgentOCMBroker(t *testing.T) {
 			t.Errorf("the workwire agent's run %d dropped events: %v", i+1, d)
 		}
 	}
+}
+
+// gzip over gRPC with OCM's peers, which compress nothing themselves: an
+// OCM agent at a workwire broker that compresses its streams (a workwire
+// hub there compressing what it publishes), and a workwire agent that
+// compresses at OCM's broker.
+func TestGRPCCompressionWithOCMPeers(t *testing.T) {
+	t.Run("ocm-agent", func(t *testing.T) {
+		t.Parallel()
+		srv := grpctest.NewServerWithConfig(t, server.Config{Compression: protocol.Gzip})
+		source, cluster := unique("hub"), unique("cluster")
+		h := startWWHub(t, func() *work.ClientHolderBuilder {
+			cfg := grpcConfig(t, writeFile(t, "hub.yaml", "url: "+srv.Addr()+"\ncompression: gzip\n"))
+			return work.NewClientHolderBuilder(cfg).WithSourceID(source).WithLogger(logr.Discard())
+		})
+		agentFile := writeFile(t, "agent.yaml", "url: "+srv.Addr()+"\n")
+		r := newRun(t, h, cluster, func(t *testing.T) agent { return startOCMAgent(t, ocmGRPCOptions(t, agentFile), cluster) })
+		r.lifecycle(size(t, 200))
+	})
+	t.Run("ocm-broker", func(t *testing.T) {
+		t.Parallel()
+		source, cluster := unique("hub"), unique("cluster")
+		b := startOCMBroker(t, source, time.Second)
+		r := newRun(t, b, cluster, func(t *testing.T) agent {
+			cfg := grpcConfig(t, writeFile(t, "agent.yaml", fmt.Sprintf("url: %s\ncompression: gzip\n", b.addr)))
+			return startWWAgent(t, work.NewClientHolderBuilder(cfg).WithClusterName(cluster).WithLogger(logr.Discard()), cluster)
+		})
+		r.lifecycle(size(t, 200))
+	})
 }
 
 var uniqueN struct {

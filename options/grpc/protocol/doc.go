@@ -16,6 +16,10 @@
 // every stream once per interval, whatever else it sends: OCM's agents
 // count only heartbeats toward their health check.
 //
+// Messages may be compressed with Gzip, which this package registers, so
+// every workwire server reads them; a client or a server compresses only
+// when its config says so.
+//
 // A broker routes an event by DeriveRoute, and a client takes what arrives
 // as routed by it: the route travels in the event's own attributes.
 //

@@ -10,6 +10,7 @@ import (
 	"github.com/workwire/sdk-go/internal/ack"
 	"github.com/workwire/sdk-go/internal/tlsfiles"
 	"github.com/workwire/sdk-go/options"
+	"github.com/workwire/sdk-go/options/grpc/protocol"
 )
 
 // Defaults of Config.
@@ -140,6 +141,13 @@ type Config struct {
 	// it when it connects. Negative turns re-sending off. Default (0):
 	// DefaultSpecResendAfter.
 	SpecResendAfter options.Duration `json:"specResendAfter,omitempty"`
+	// Compression, "gzip" (protocol.Gzip), compresses the events streamed
+	// to every subscriber that accepts gzip (grpc-go clients with gzip
+	// registered say so, as workwire's do), whether or not it compresses
+	// what it sends; a subscriber that does not accept it gets them as
+	// they are. Default: "", each stream as its subscription request was.
+	// The server reads compressed requests whatever this says.
+	Compression string `json:"compression,omitempty"`
 }
 
 // TLSConfig is the server side of TLS. The certificate, key and client CA
@@ -192,6 +200,9 @@ func (c Config) Validate() error {
 		if d < 0 {
 			errs = append(errs, fmt.Errorf("%s %v: want 0 (default) or more", name, time.Duration(d)))
 		}
+	}
+	if err := protocol.CheckCompression("compression", c.Compression); err != nil {
+		errs = append(errs, err)
 	}
 	if _, err := c.TLS.Build(); err != nil {
 		errs = append(errs, err)

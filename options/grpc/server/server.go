@@ -491,6 +491,14 @@ func (in *instance) Subscribe(req *protocol.SubscriptionRequest, stream grpc.Ser
 	defer s.reg.remove(sub)
 	log.V(2).Info("subscribed", "dataTypes", req.GetDataTypes())
 
+	if s.cfg.Compression != "" {
+		// A subscriber that does not accept it gets the events as they are.
+		if accepted, _ := grpc.ClientSupportedCompressors(ctx); slices.Contains(accepted, s.cfg.Compression) {
+			if err := grpc.SetSendCompressor(ctx, s.cfg.Compression); err != nil {
+				return err
+			}
+		}
+	}
 	// The headers tell the client the subscription is in place: what is
 	// published from now on reaches it.
 	if err := stream.SendHeader(s.subscriptionHeader(sub)); err != nil {
