@@ -186,6 +186,7 @@ func TestNewHolderRefusesWhatItCannotCarry(t *testing.T) {
 		{"no transport", builder[*widget.Widget, *widget.WidgetList]{resource.NewHolderBuilder[*widget.Widget, *widget.WidgetList](nil, scheme(t)).WithSourceID("hub1")}, "no transport"},
 		{"no role", builder[*widget.Widget, *widget.WidgetList]{resource.NewHolderBuilder[*widget.Widget, *widget.WidgetList](transport, scheme(t))}, "exactly one of"},
 		{"a hub mirror", builder[*widget.Widget, *widget.WidgetList]{resource.NewHolderBuilder[*widget.Widget, *widget.WidgetList](transport, scheme(t)).WithSourceID("hub1").Mirror()}, "a mirror is an agent's"},
+		{"a cluster name no hub can send to", builder[*widget.Widget, *widget.WidgetList]{resource.NewHolderBuilder[*widget.Widget, *widget.WidgetList](transport, scheme(t)).WithClusterName("Cluster1")}, `cluster name "Cluster1": it is the namespace of the cluster's objects on the hub`},
 		{"a malformed resource name", builder[*widget.Widget, *widget.WidgetList]{resource.NewHolderBuilder[*widget.Widget, *widget.WidgetList](transport, scheme(t)).WithSourceID("hub1").WithResource("Wid gets")}, "data type"},
 	}
 	for _, tt := range tests {

@@ -1,6 +1,8 @@
 package work_test
 
 import (
+	"context"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -45,4 +47,21 @@ func TestNewClientHolderWantsOneRole(t *testing.T) {
 			t.Errorf("NewClientHolder() error = %v, want one about the role", err)
 		}
 	}
+}
+
+// A hub sends a cluster the works in the cluster's namespace, so an agent
+// whose cluster name no namespace can have is refused, not left waiting.
+func TestNewClientHolderRefusesAClusterNameNoHubCanSendTo(t *testing.T) {
+	cfg := &mqtt.Config{BrokerHost: "127.0.0.1:1883"}
+	for _, name := range []string{"Cluster1", "cluster_1", "cluster.1", strings.Repeat("c", 64)} {
+		_, err := work.NewClientHolderBuilder(cfg).WithClusterName(name).NewClientHolder()
+		if err == nil || !strings.Contains(err.Error(), fmt.Sprintf("cluster name %q: it is the namespace of the cluster's objects on the hub: ", name)) {
+			t.Errorf("WithClusterName(%q): %v, want an error naming it", name, err)
+		}
+	}
+	h, err := work.NewClientHolderBuilder(cfg).WithClusterName("cluster-1").NewClientHolder()
+	if err != nil {
+		t.Fatalf("WithClusterName(\"cluster-1\"): %v", err)
+	}
+	_ = h.Close(context.Background())
 }

@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	kubetypes "k8s.io/apimachinery/pkg/types"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/workwire/sdk-go/generic"
 	"github.com/workwire/sdk-go/internal/informer"
@@ -93,6 +94,14 @@ func New[T Object](cfg Config[T]) (*Events[T], error) {
 		errs = append(errs, errors.New("set exactly one of WithSourceID (a hub) and WithClusterName (an agent)"))
 	case cfg.Mirror && cfg.SourceID != "":
 		errs = append(errs, errors.New("a mirror is an agent's: set WithClusterName, not WithSourceID"))
+	}
+	if cfg.ClusterName != "" {
+		// A hub sends a cluster what is in the cluster's namespace: a name
+		// no namespace can have would start, report healthy and wait for
+		// ever.
+		if msgs := validation.IsDNS1123Label(cfg.ClusterName); len(msgs) > 0 {
+			errs = append(errs, fmt.Errorf("cluster name %q: it is the namespace of the cluster's objects on the hub: %s", cfg.ClusterName, strings.Join(msgs, "; ")))
+		}
 	}
 	if len(cfg.Codecs) == 0 {
 		errs = append(errs, errors.New("no codec"))

@@ -144,6 +144,8 @@ func (c Config) Validate() error {
 	var errs []error
 	if c.BrokerHost == "" {
 		errs = append(errs, errors.New("brokerHost is required"))
+	} else if _, hostPort, ok := strings.Cut(c.BrokerHost, "://"); ok {
+		errs = append(errs, fmt.Errorf("brokerHost %q: want host:port without a scheme, such as %q (the tls settings turn TLS on)", c.BrokerHost, hostPort))
 	} else if _, port, err := net.SplitHostPort(c.BrokerHost); err != nil || port == "" {
 		errs = append(errs, fmt.Errorf("brokerHost %q: want host:port", c.BrokerHost))
 	}

@@ -1,6 +1,7 @@
 package mqtt_test
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -83,6 +84,13 @@ func TestConfigValidateReportsEveryProblem(t *testing.T) {
 		"dialTimeout -1ns", "reconnectMinBackoff -1ns", `contentMode "Structured": want "binary" (default) or "structured"`} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error does not mention %q:\n%v", want, err)
+		}
+	}
+	for _, url := range []string{"tcp://broker:1883", "ssl://broker:8883", "mqtts://broker:8883"} {
+		_, hostPort, _ := strings.Cut(url, "://")
+		want := fmt.Sprintf("brokerHost %q: want host:port without a scheme, such as %q (the tls settings turn TLS on)", url, hostPort)
+		if err := (mqtt.Config{BrokerHost: url}).Validate(); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("brokerHost %s: %v, want %s", url, err, want)
 		}
 	}
 	if err := (mqtt.Config{}).Validate(); err == nil || !strings.Contains(err.Error(), "brokerHost is required") {
