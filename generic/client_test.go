@@ -349,6 +349,35 @@ func TestLifecycle(t *testing.T) {
 	}
 }
 
+// refusingTransport fails every Start, as a broker that refuses the
+// client does.
+type refusingTransport struct{ options.Transport }
+
+func (refusingTransport) Start(context.Context, []options.Subscription, options.Receiver) error {
+	return errors.New("not authorized")
+}
+
+// A client whose Start failed is closed for good, and Healthy says so and
+// why, not just that it is closed.
+func TestAFailedStartIsFinal(t *testing.T) {
+	t.Parallel()
+	c, err := generic.NewSourceClient[*widget](src, refusingTransport{memory.NewBroker().Transport()}, newStore(), hashWidget, []generic.Codec[*widget]{widgetCodec{}}, generic.WithErrorHandler(quiet), generic.WithLogger(testLogger()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if err := c.Start(ctx); err == nil {
+		t.Fatal("Start succeeded over a transport that refuses it")
+	}
+	want := "source client: client closed by its failed Start, for good (a new client can start again): start source client: not authorized"
+	if err := c.Healthy(); !errors.Is(err, generic.ErrClosed) || err.Error() != want {
+		t.Errorf("Healthy after a failed Start: %v\nwant: %s", err, want)
+	}
+	if err := c.Start(ctx); !errors.Is(err, generic.ErrClosed) {
+		t.Errorf("Start again: %v, want ErrClosed", err)
+	}
+}
+
 func TestConstructorsReportEveryProblem(t *testing.T) {
 	t.Parallel()
 	_, err := generic.NewSourceClient[*widget]("bad/id", nil, nil, nil, nil, generic.WithWorkers(0), generic.WithResyncInterval(-1))

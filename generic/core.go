@@ -150,9 +150,10 @@ type core[T Object] struct {
 	// loops run from Start until Close, beside the workers.
 	loops []func(ctx context.Context)
 
-	mu        sync.Mutex // guards state, startedAt and handlers before Start
+	mu        sync.Mutex // guards state, ready, startErr, startedAt and handlers before Start
 	state     clientState
-	ready     bool // the transport's Start returned nil
+	ready     bool  // the transport's Start returned nil
+	startErr  error // why Start failed, closing the client
 	startedAt time.Time
 	handlers  []ResourceHandler[T]
 
@@ -261,8 +262,11 @@ func (c *core[T]) start(ctx context.Context) error {
 	}
 	c.log.V(2).Info("starting", "dataTypes", c.codecs.dataTypeNames())
 	if err := c.tr.Start(ctx, c.subs, c); err != nil {
-		closeErr := c.close(context.Background())
-		return errors.Join(fmt.Errorf("start %s client: %w", c.side, err), closeErr)
+		err = fmt.Errorf("start %s client: %w", c.side, err)
+		c.mu.Lock()
+		c.startErr = err
+		c.mu.Unlock()
+		return errors.Join(err, c.close(context.Background()))
 	}
 	c.mu.Lock()
 	c.ready = true
@@ -296,11 +300,13 @@ func (c *core[T]) close(ctx context.Context) error {
 // transport, if it can tell (options.HealthChecker), is connected.
 func (c *core[T]) healthy() error {
 	c.mu.Lock()
-	state, ready := c.state, c.ready
+	state, ready, startErr := c.state, c.ready, c.startErr
 	c.mu.Unlock()
 	switch {
 	case state == stateNew:
 		return fmt.Errorf("%s client: %w", c.side, ErrNotStarted)
+	case state == stateClosed && startErr != nil:
+		return fmt.Errorf("%s client: %w by its failed Start, for good (a new client can start again): %w", c.side, ErrClosed, startErr)
 	case state == stateClosed:
 		return fmt.Errorf("%s client: %w", c.side, ErrClosed)
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"os"
+	"reflect"
 	"strconv"
 	"strings"
 	"time"
@@ -48,11 +49,128 @@ func Unmarshal(data []byte, into any) error {
 	errs := make([]error, 0, len(strict))
 	for _, e := range strict {
 		if fe, ok := e.(kjson.FieldError); ok {
-			e = fmt.Errorf("%s%w", lineOf(data, fe.FieldPath()), e)
+			hint := ""
+			if strings.HasPrefix(e.Error(), "unknown field ") {
+				hint = didYouMean(reflect.TypeOf(into), fe.FieldPath())
+			}
+			e = fmt.Errorf("%s%w%s", lineOf(data, fe.FieldPath()), e, hint)
 		}
 		errs = append(errs, e)
 	}
 	return errors.Join(errs...)
+}
+
+// didYouMean returns ` (did you mean "key"?)` for an unknown key at path
+// ("tls.cafile", "peers[1].cafile") in a document decoded into t, naming
+// the closest key t has at that level, or "" if none is close.
+func didYouMean(t reflect.Type, path string) string {
+	segs := strings.Split(path, ".")
+	for _, seg := range segs[:len(segs)-1] {
+		key, _, _ := strings.Cut(seg, "[")
+		if t = fieldType(t, key); t == nil {
+			return ""
+		}
+	}
+	unknown := strings.ToLower(segs[len(segs)-1])
+	best, bestDist := "", 1+len(unknown)/5
+	for _, key := range jsonKeys(t) {
+		if d := editDistance(unknown, strings.ToLower(key)); d < bestDist {
+			best, bestDist = key, d
+		}
+	}
+	if best == "" {
+		return ""
+	}
+	return fmt.Sprintf(" (did you mean %q?)", best)
+}
+
+// elem is what a value of t holds keys of: t's element, through pointers,
+// slices and maps.
+func elem(t reflect.Type) reflect.Type {
+	for t != nil {
+		switch t.Kind() {
+		case reflect.Pointer, reflect.Slice, reflect.Array, reflect.Map:
+			t = t.Elem()
+		default:
+			return t
+		}
+	}
+	return nil
+}
+
+// jsonFields calls f with each key of a struct type's JSON form and the
+// type of its value, as encoding/json names them: by tag, else by field
+// name, with untagged embedded structs' keys inline, after the struct's
+// own (which hide theirs), until f returns false.
+func jsonFields(t reflect.Type, f func(key string, value reflect.Type) bool) bool {
+	if t = elem(t); t == nil || t.Kind() != reflect.Struct {
+		return true
+	}
+	var embedded []reflect.Type
+	for i := range t.NumField() {
+		sf := t.Field(i)
+		name, _, _ := strings.Cut(sf.Tag.Get("json"), ",")
+		switch {
+		case name == "-" || !sf.IsExported() && !sf.Anonymous:
+		case name == "" && sf.Anonymous:
+			embedded = append(embedded, sf.Type)
+		case name == "":
+			if !f(sf.Name, sf.Type) {
+				return false
+			}
+		default:
+			if !f(name, sf.Type) {
+				return false
+			}
+		}
+	}
+	for _, e := range embedded {
+		if !jsonFields(e, f) {
+			return false
+		}
+	}
+	return true
+}
+
+func jsonKeys(t reflect.Type) []string {
+	var keys []string
+	jsonFields(t, func(key string, _ reflect.Type) bool { keys = append(keys, key); return true })
+	return keys
+}
+
+// fieldType returns the type of the value at key in t's JSON form, nil if
+// it has none.
+func fieldType(t reflect.Type, key string) reflect.Type {
+	var found reflect.Type
+	jsonFields(t, func(k string, v reflect.Type) bool {
+		if k == key {
+			found = v
+			return false
+		}
+		return true
+	})
+	return found
+}
+
+// editDistance is the Levenshtein distance of a and b.
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur := make([]int, len(b)+1)
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev = cur
+	}
+	return prev[len(b)]
 }
 
 // lineOf returns "line N: " for the key at path ("tls.caFile",

@@ -263,11 +263,12 @@ func TestUnmarshalIsCaseSensitiveAndSaysWhere(t *testing.T) {
 		name, doc string
 		want      []string // each must appear in the error
 	}{
-		{"a key in another case", "brokerHost: a:1\nBROKERHOST: b:1\n", []string{`line 2: unknown field "BROKERHOST"`}},
-		{"a nested key in another case", "brokerHost: a:1\ntls:\n  cafile: /ca.pem\n", []string{`line 3: unknown field "tls.cafile"`}},
+		{"a key in another case", "brokerHost: a:1\nBROKERHOST: b:1\n", []string{`line 2: unknown field "BROKERHOST" (did you mean "brokerHost"?)`}},
+		{"a nested key in another case", "brokerHost: a:1\ntls:\n  cafile: /ca.pem\n", []string{`line 3: unknown field "tls.cafile" (did you mean "caFile"?)`}},
+		{"a misspelt key", "brokerHots: a:1\n", []string{`line 1: unknown field "brokerHots" (did you mean "brokerHost"?)`}},
 		{"a value of the wrong type", "brokerHost: a:1\n\nretries: many\n", []string{"line 3: retries: want int, not string"}},
 		{"a wrong type in a list", "brokerHost: a:1\nbrokers:\n- a:1\n- {x: 1}\n", []string{"line 2: brokers: want string, not object"}},
-		{"a key in another case in a list", "peers:\n- caFile: /a.pem\n- cafile: /b.pem\n", []string{`line 3: unknown field "peers[1].cafile"`}},
+		{"a key in another case in a list", "peers:\n- caFile: /a.pem\n- cafile: /b.pem\n", []string{`line 3: unknown field "peers[1].cafile" (did you mean "caFile"?)`}},
 		{"a YAML syntax error", "brokerHost: a:1\ntls: [\n", []string{"yaml: line"}},
 		{"a duplicate key", "brokerHost: a:1\nretries: 1\nretries: 2\n", []string{"line 3", "retries"}},
 	}
@@ -289,6 +290,9 @@ func TestUnmarshalIsCaseSensitiveAndSaysWhere(t *testing.T) {
 		})
 	}
 	var c config
+	if err := Unmarshal([]byte("brokerHost: a:1\ncolour: red\n"), &c); err == nil || strings.Contains(err.Error(), "did you mean") {
+		t.Errorf("a key like none: %v, want an error with no guess", err)
+	}
 	if err := Unmarshal([]byte("brokerHost: a:1\nkeepAlive: 30s\ntls: {caFile: /ca.pem}\n"), &c); err != nil || c.TLS.CAFile != "/ca.pem" || c.KeepAlive != Duration(30*time.Second) {
 		t.Errorf("a good file: %+v, %v", c, err)
 	}

@@ -119,17 +119,19 @@ func (t *Tracker) Connected() {
 
 // Lost records that the connection ended with err (nil if the transport
 // cannot tell why). Only the first report of a loss counts, so a transport
-// may report the cause where it sees it and again where it notices the end.
-func (t *Tracker) Lost(err error) {
+// may report the cause where it sees it and again where it notices the
+// end. It returns the cause it holds.
+func (t *Tracker) Lost(err error) error {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if !t.connected {
-		return
+		return t.lastErr
 	}
 	if err == nil {
 		err = fmt.Errorf("connection lost")
 	}
 	t.connected, t.since, t.lastErr = false, t.now(), err
+	return err
 }
 
 // Closed records that the transport was closed.

@@ -57,8 +57,8 @@ func Supervise[C any](ctx context.Context, t *Tracker, b options.Backoff, conn C
 		if ctx.Err() != nil {
 			return
 		}
-		t.Lost(err)
-		t.logger().Info("connection lost; reconnecting", "to", t.peer, "err", err)
+		// The cause the transport reported when it saw it, if it did.
+		t.logger().Info("connection lost; reconnecting", "to", t.peer, "err", t.Lost(err))
 		if time.Since(connectedAt) >= b.Max {
 			n = 0
 		}

@@ -120,15 +120,15 @@ func sourceOf(obj Object) string { return obj.GetAnnotations()[codec.OriginalSou
 
 func (a *agent[T]) create(context.Context, string, T, metav1.CreateOptions) (T, error) {
 	var zero T
-	return zero, apierrors.NewMethodNotSupported(a.kind.Resource, "create on an agent: objects come from sources")
+	return zero, refused(a.kind.Resource, "an agent cannot create %s: they come from sources")
 }
 
 func (a *agent[T]) delete(context.Context, string, string, metav1.DeleteOptions) error {
-	return apierrors.NewMethodNotSupported(a.kind.Resource, "delete on an agent: sources delete objects")
+	return refused(a.kind.Resource, "an agent cannot delete %s: their sources do")
 }
 
 func (a *agent[T]) deleteCollection(context.Context, string, metav1.DeleteOptions, metav1.ListOptions) error {
-	return apierrors.NewMethodNotSupported(a.kind.Resource, "deletecollection on an agent: sources delete objects")
+	return refused(a.kind.Resource, "an agent cannot delete a collection of %s: their sources delete them")
 }
 
 // nextMetadata is an update of cur's metadata from in: finalizers, labels,
@@ -197,7 +197,7 @@ func (a *agent[T]) nextStatus(cur, in T, _ string) (T, error) {
 func (a *agent[T]) updateStatus(ctx context.Context, namespace string, in T, opts metav1.UpdateOptions) (T, error) {
 	var zero T
 	if a.kind.SetStatus == nil {
-		return zero, apierrors.NewMethodNotSupported(a.kind.Resource, "update status: it has no status")
+		return zero, refused(a.kind.Resource, "%s have no status to update")
 	}
 	if err := a.kind.checkUpdate(a.st, namespace, in); err != nil {
 		return zero, err
@@ -281,7 +281,7 @@ func swap[T Object](st *store.Store[T], namespace, name string, change func(cur 
 func (a *agent[T]) patch(ctx context.Context, namespace, name string, pt kubetypes.PatchType, data []byte, opts metav1.PatchOptions, sub string) (T, error) {
 	if sub == "status" && a.kind.SetStatus == nil {
 		var zero T
-		return zero, apierrors.NewMethodNotSupported(a.kind.Resource, "patch status: it has no status")
+		return zero, refused(a.kind.Resource, "%s have no status to patch")
 	}
 	dryRun := isDryRun(opts.DryRun)
 	return patchObject(a.st, a.patcher, namespace, name, pt, data, opts, func(patched T) (T, error) {

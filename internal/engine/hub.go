@@ -213,13 +213,13 @@ func (h *hub[T]) write(ctx context.Context, namespace string, in T, dryRun bool,
 
 func (h *hub[T]) updateStatus(context.Context, string, T, metav1.UpdateOptions) (T, error) {
 	var zero T
-	return zero, apierrors.NewMethodNotSupported(h.kind.Resource, "update status on a source: agents report it")
+	return zero, refused(h.kind.Resource, "a source cannot update the status of %s: their agents report it")
 }
 
 func (h *hub[T]) patch(ctx context.Context, namespace, name string, pt kubetypes.PatchType, data []byte, opts metav1.PatchOptions, sub string) (T, error) {
 	if sub == "status" {
 		var zero T
-		return zero, apierrors.NewMethodNotSupported(h.kind.Resource, "patch status on a source: agents report it")
+		return zero, refused(h.kind.Resource, "a source cannot patch the status of %s: their agents report it")
 	}
 	dryRun := isDryRun(opts.DryRun)
 	return patchObject(h.st, h.patcher, namespace, name, pt, data, opts,

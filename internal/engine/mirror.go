@@ -166,11 +166,11 @@ func (m *mirror[T]) patch(ctx context.Context, namespace, name string, pt kubety
 }
 
 func (m *mirror[T]) delete(context.Context, string, string, metav1.DeleteOptions) error {
-	return apierrors.NewMethodNotSupported(m.kind.Resource, "delete on an agent: the hub deletes")
+	return refused(m.kind.Resource, "a mirror cannot delete %s: the hub does")
 }
 
 func (m *mirror[T]) deleteCollection(context.Context, string, metav1.DeleteOptions, metav1.ListOptions) error {
-	return apierrors.NewMethodNotSupported(m.kind.Resource, "deletecollection on an agent: the hub deletes")
+	return refused(m.kind.Resource, "a mirror cannot delete a collection of %s: the hub deletes them")
 }
 
 // request sends obj to the hub's Service and returns its answer: a

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"net/http"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -15,6 +16,21 @@ import (
 
 	"github.com/workwire/sdk-go/internal/store"
 )
+
+// refused is the error of a method the engine does not serve: 405
+// MethodNotAllowed, as apierrors.NewMethodNotSupported makes it (so
+// apierrors.IsMethodNotSupported holds), with format, given gr, as the
+// whole message: that template would have it read "… is not supported on
+// resources of kind …".
+func refused(gr schema.GroupResource, format string) error {
+	return &apierrors.StatusError{ErrStatus: metav1.Status{
+		Status:  metav1.StatusFailure,
+		Code:    http.StatusMethodNotAllowed,
+		Reason:  metav1.StatusReasonMethodNotAllowed,
+		Details: &metav1.StatusDetails{Group: gr.Group, Kind: gr.Resource},
+		Message: fmt.Sprintf(format, gr.String()),
+	}}
+}
 
 var errConflict = errors.New("the object has been modified; please apply your changes to the latest version and try again")
 

@@ -104,6 +104,26 @@ func TestConfigValidateReportsEveryProblem(t *testing.T) {
 	}
 }
 
+// A misspelt key is refused with the key it most likely meant, in
+// workwire's spelling or OCM's, at any depth.
+func TestLoadConfigGuessesMisspeltKeys(t *testing.T) {
+	t.Parallel()
+	p := filepath.Join(t.TempDir(), "mqtt.yaml")
+	if err := os.WriteFile(p, []byte("brokerHost: a:1\nkeepalive: 30s\ntls:\n  cafile: /ca.pem\ntopics:\n  sourceEvent: a/+/b\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, err := mqtt.LoadConfig(p)
+	for _, want := range []string{
+		`line 2: unknown field "keepalive" (did you mean "keepAlive"?)`,
+		`line 4: unknown field "tls.cafile" (did you mean "caFile"?)`,
+		`line 6: unknown field "topics.sourceEvent" (did you mean "sourceEvents"?)`,
+	} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("error %v\nlacks %s", err, want)
+		}
+	}
+}
+
 // An OCM MQTT config file (open-cluster-management.io/sdk-go) loads as it
 // is; mixing its spelling of a setting with workwire's is an error that
 // names both keys.

@@ -18,6 +18,7 @@ import (
 	"github.com/eclipse/paho.golang/packets"
 	"github.com/eclipse/paho.golang/paho"
 	"github.com/eclipse/paho.golang/paho/session"
+	"github.com/eclipse/paho.golang/paho/session/state"
 	"github.com/go-logr/logr"
 	"k8s.io/klog/v2"
 
@@ -57,6 +58,7 @@ type Transport struct {
 	started   bool
 	closed    bool
 	client    *paho.Client // nil while disconnected
+	ending    *ending      // how client's connection ended
 	connDone  context.Context
 	maxPacket uint32 // the broker's announced limit, 0 if none
 	silent    silentLimit
@@ -208,20 +210,27 @@ func (t *Transport) connect(ctx context.Context) (*paho.Client, error) {
 	if err != nil {
 		return nil, err
 	}
+	end := &ending{SessionManager: state.NewInMemory()}
 	cfg := paho.ClientConfig{
 		ClientID:          t.clientID,
 		Conn:              packets.NewThreadSafeConn(conn),
+		Session:           end,
 		OnPublishReceived: []func(paho.PublishReceived) (bool, error){t.onPublish},
 		OnClientError: func(err error) {
 			t.log.V(2).Info("connection error", "err", err)
-			t.tracker.Lost(err)
+			end.failed(err)
 		},
-		OnServerDisconnect: func(d *paho.Disconnect) {
-			t.log.V(2).Info("broker disconnected us", "reason", d.ReasonCode)
-			t.tracker.Lost(fmt.Errorf("the broker disconnected us: reason code 0x%02x", d.ReasonCode))
-		},
+		// The broker's DISCONNECT reaches end first: paho calls this only
+		// once the connection is done, on a goroutine of its own.
+		OnServerDisconnect: func(*paho.Disconnect) {},
 	}
 	cli := paho.NewClient(cfg)
+	connected := false
+	defer func() {
+		if !connected {
+			_ = end.Close() // a session of ours: paho leaves it to us
+		}
+	}()
 	cp := &paho.Connect{
 		ClientID:   t.clientID,
 		KeepAlive:  uint16(time.Duration(t.cfg.KeepAlive) / time.Second),
@@ -282,11 +291,34 @@ func (t *Transport) connect(ctx context.Context) (*paho.Client, error) {
 		_ = cli.Disconnect(&paho.Disconnect{})
 		return nil, options.ErrClosed
 	}
-	t.client, t.maxPacket = cli, maxPacket
+	t.client, t.ending, t.maxPacket = cli, end, maxPacket
+	connected = true
 	// connDone ends with the connection, so publishes waiting for an
 	// acknowledgement fail at once instead of after paho's packet timeout.
 	t.connDone = t.connContext(cli)
 	return cli, nil
+}
+
+// disconnected is the error of the broker's DISCONNECT d: its reason code,
+// and what the code means where a user can act on it.
+func disconnected(d *paho.Disconnect, clientID string) error {
+	why := ""
+	switch d.ReasonCode {
+	case 0x8e: // Session taken over
+		why = fmt.Sprintf(": session taken over: another connection uses client ID %q, and each connection needs one of its own", clientID)
+	case 0x87:
+		why = ": not authorized"
+	case 0x8b:
+		why = ": the broker is shutting down"
+	case 0x8d:
+		why = ": keep-alive timeout"
+	case 0x95:
+		why = ": packet too large"
+	}
+	if d.Properties != nil && d.Properties.ReasonString != "" {
+		why += " (" + d.Properties.ReasonString + ")"
+	}
+	return fmt.Errorf("the broker disconnected us: reason code 0x%02x%s", d.ReasonCode, why)
 }
 
 // connContext returns a context cancelled when cli shuts down. Its
@@ -343,9 +375,13 @@ func (t *Transport) supervise(cli *paho.Client) {
 }
 
 // waitEnd returns when cli's connection ends, or, once the transport
-// closes, after disconnecting it. The connection's callbacks report the
-// cause to the tracker.
+// closes, after disconnecting it; then with why it ended, nil if it cannot
+// tell.
 func (t *Transport) waitEnd(cli *paho.Client) error {
+	t.mu.Lock()
+	end := t.ending
+	t.mu.Unlock()
+	defer end.Close() // a session of ours: paho leaves it to us
 	select {
 	case <-t.ctx.Done():
 		_ = cli.Disconnect(&paho.Disconnect{})
@@ -358,7 +394,44 @@ func (t *Transport) waitEnd(cli *paho.Client) error {
 		t.client = nil
 	}
 	t.mu.Unlock()
-	return nil
+	return end.cause(t.clientID)
+}
+
+// ending is a connection's session that keeps how the connection ended:
+// the broker's DISCONNECT, which paho hands the session before it closes
+// the connection, or else the first error the client reported.
+type ending struct {
+	session.SessionManager
+	mu         sync.Mutex
+	disconnect *packets.Disconnect
+	err        error
+}
+
+func (e *ending) ConnectionLost(d *packets.Disconnect) error {
+	if d != nil {
+		e.mu.Lock()
+		e.disconnect = d
+		e.mu.Unlock()
+	}
+	return e.SessionManager.ConnectionLost(d)
+}
+
+func (e *ending) failed(err error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.err == nil {
+		e.err = err
+	}
+}
+
+// cause is why the connection ended, nil if it cannot tell.
+func (e *ending) cause(clientID string) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.disconnect != nil {
+		return disconnected(paho.DisconnectFromPacketDisconnect(e.disconnect), clientID)
+	}
+	return e.err
 }
 
 // onPublish runs on paho's receive goroutine: decode and hand over, nothing
