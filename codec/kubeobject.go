@@ -21,7 +21,7 @@ import (
 )
 
 // KubeCodec carries a Kubernetes object the way OCM's registration does
-// (seed 004: ManagedClusters, CSRs, Leases, Events, add-ons), so that
+// over gRPC (ManagedClusters, CSRs, Leases, Events, add-ons), so that
 // OCM's agents and hubs read what it writes. It differs from ObjectCodec
 // where OCM's wire does:
 //   - the version is the object's resourceVersion (a decimal string, as

@@ -109,8 +109,8 @@ func (a *AgentClient[T]) Subscribe(handlers ...ResourceHandler[T]) error {
 // data type obj came as (see DataTypeOf), or the first codec's.
 //
 // An agent also writes resources of its own through a source that stores
-// them (seed 004: it creates its ManagedCluster and its CSRs, renews its
-// Lease): with t a spec create_request or update_request, Publish sends
+// them (a registering agent creates its ManagedCluster and its CSRs and
+// renews its Lease): with t a spec create_request or update_request, Publish sends
 // obj as the agent's request to the gRPC broker's Service of its data type,
 // which carries it out or refuses it (the error is the Service's). Only a
 // gRPC broker with such a Service (options/grpc/server.WithService) takes

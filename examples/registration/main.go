@@ -1,4 +1,4 @@
-// Command registration shows seed 004's registration over gRPC end to end,
+// Command registration shows OCM's registration over gRPC end to end,
 // in one process: a hub (gRPC servers with the registration Services, the
 // signer and the ManifestWork Service, over an in-process stand-in for a
 // kube-apiserver, or a real one with -kubeconfig) and agents that join it

@@ -1,6 +1,5 @@
 // Command rest-source is a service over its own database that delivers
-// ManifestWorks to managed clusters and gathers their status (seed 000's
-// second story): an HTTP JSON API (see api.go) that stores works in the
+// ManifestWorks to managed clusters and gathers their status: an HTTP JSON API (see api.go) that stores works in the
 // database, and workwire carrying them to agents — over its gRPC broker
 // (work/storeservice: agents connect to this service) or through an MQTT
 // broker (a generic source client over the same database).

@@ -1,5 +1,5 @@
-// Package agent registers a cluster with a hub over the gRPC broker (seed
-// 004), as OCM's registration agent does over a kubeconfig: with a
+// Package agent registers a cluster with a hub over the gRPC broker, as
+// OCM's registration agent does over a kubeconfig: with a
 // bootstrap identity it creates its ManagedCluster if absent and a
 // CertificateSigningRequest for a key it generates, waits for the hub to
 // approve and sign it, and keeps key and certificate in a directory; with

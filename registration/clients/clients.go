@@ -1,5 +1,5 @@
-// Package clients hands a cluster's agent the clients of registration
-// (seed 004) over the gRPC broker: OCM's cluster clientset (its
+// Package clients hands a cluster's agent the clients of OCM's
+// registration over the gRPC broker: OCM's cluster clientset (its
 // ManagedCluster), the add-on clientset (its ManagedClusterAddOns) and a
 // kubernetes.Interface (its CertificateSigningRequests, Leases and Events),
 // as drop-ins for clientsets over a hub's kube-apiserver — informers and

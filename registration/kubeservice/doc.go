@@ -1,5 +1,5 @@
 // Package kubeservice holds the gRPC server's Services (server.Service) of
-// the types registration carries (seed 004), over a kube-apiserver: hub
+// the types registration over gRPC carries, over a kube-apiserver: hub
 // controllers keep using the kube-apiserver unchanged, and the server
 // translates between it and the agents' events, on OCM's wire (see
 // codec.KubeCodec), so OCM's own agents join through it too.

@@ -1,6 +1,6 @@
 // Package signer signs the client certificates of agents that join over
-// gRPC (seed 004): a hub controller that watches CertificateSigningRequests
-// of signer kubeservice.GRPCSigner and, once another actor approved one,
+// gRPC: a hub controller that watches CertificateSigningRequests of
+// signer kubeservice.GRPCSigner and, once another actor approved one,
 // issues its certificate with the hub's CA. Approving stays with that other
 // actor; an optional auto-approver approves the requests of named users
 // (bootstrap identities), off by default.

@@ -1,9 +1,9 @@
 // Package workstore is the contract of a database of ManifestWorks for a
-// service that keeps its works itself (seed 000's second story): a Store,
-// which work/pgstore implements over PostgreSQL and NewMemory in memory
-// (for examples and tests), and what feeds agents from any Store — a
-// generic source client's Lister and status handler (this package), or the
-// gRPC broker's Service (work/storeservice).
+// service that keeps its works itself: a Store, which work/pgstore
+// implements over PostgreSQL and NewMemory in memory (for examples and
+// tests), and what feeds agents from any Store — a generic source
+// client's Lister and status handler (this package), or the gRPC broker's
+// Service (work/storeservice).
 //
 // A Store behaves as a kube-apiserver does for a work: Create gives it a
 // UID, generation 1 and a resourceVersion (new at every write); Update must

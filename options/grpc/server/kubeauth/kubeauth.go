@@ -208,8 +208,8 @@ func DefaultAttributes(req server.Request) authorizationv1.ResourceAttributes {
 	return attrs
 }
 
-// ResourceAttributes asks, as OCM's hub does for the agents of seed 004's
-// registration, about the resource an agent's event carries, so RBAC
+// ResourceAttributes asks, as OCM's hub does for the agents that register
+// over gRPC, about the resource an agent's event carries, so RBAC
 // grants it type by type: the group and resource of its data type, the
 // cluster as namespace (and as name, for ManagedClusters, which are
 // cluster-scoped), the verb by action — create_request create,
