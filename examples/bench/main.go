@@ -130,11 +130,10 @@ func (c config) validate() error {
 	case c.contentMode != "" && c.contentMode != mqtt.ContentModeBinary && c.contentMode != mqtt.ContentModeStructured:
 		errs = append(errs, fmt.Sprintf("-content-mode %q: want %s or %s", c.contentMode, mqtt.ContentModeBinary, mqtt.ContentModeStructured))
 	}
-	switch {
-	case c.compression != "" && c.transport != "grpc":
+	if c.compression != "" && c.transport != "grpc" {
 		errs = append(errs, "-compression is gRPC's: use it with -transport grpc")
-	case protocol.CheckCompression("-compression", c.compression) != nil:
-		errs = append(errs, protocol.CheckCompression("-compression", c.compression).Error())
+	} else if err := protocol.CheckCompression("-compression", c.compression); err != nil {
+		errs = append(errs, err.Error())
 	}
 	if c.manifestBytes < 512 {
 		errs = append(errs, "-manifest-bytes must be at least 512")
