@@ -155,10 +155,10 @@ func eventType(dt types.DataType, sub types.SubResource, action types.Action) ty
 	return types.EventType{DataType: dt, SubResource: sub, Action: action}
 }
 
-// readSeed reads a structured-mode event of testdata/seed.
-func readSeed(tb testing.TB, name string) *cloudevents.Event {
+// readProtocolExample reads a structured-mode event of testdata/protocol.
+func readProtocolExample(tb testing.TB, name string) *cloudevents.Event {
 	tb.Helper()
-	raw, err := os.ReadFile(filepath.Join("testdata", "seed", name))
+	raw, err := os.ReadFile(filepath.Join("testdata", "protocol", name))
 	if err != nil {
 		tb.Fatal(err)
 	}

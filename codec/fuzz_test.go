@@ -13,10 +13,10 @@ import (
 	"github.com/workwire/sdk-go/generic/types"
 )
 
-// addSeeds adds every testdata/seed event, and the events the codecs encode
+// addSeeds adds every testdata/protocol event, and the events the codecs encode
 // from the test fixtures, to the corpus.
 func addSeeds(f *testing.F) {
-	files, err := filepath.Glob(filepath.Join("testdata", "seed", "*.json"))
+	files, err := filepath.Glob(filepath.Join("testdata", "protocol", "*.json"))
 	if err != nil || len(files) == 0 {
 		f.Fatalf("no seed files: %v", err)
 	}

@@ -80,7 +80,7 @@ func TestSeedSpecEvents(t *testing.T) {
 		for _, form := range []string{"singular", "plural"} {
 			t.Run(tc.file+"/"+form, func(t *testing.T) {
 				t.Parallel()
-				evt := readSeed(t, tc.file)
+				evt := readProtocolExample(t, tc.file)
 				if form == "plural" {
 					evt = pluralized(t, evt)
 				}
@@ -164,7 +164,7 @@ func TestSeedManifestBundleStatus(t *testing.T) {
 	for _, form := range []string{"singular", "plural"} {
 		t.Run(form, func(t *testing.T) {
 			t.Parallel()
-			evt := readSeed(t, "manifestbundle-status-update.json")
+			evt := readProtocolExample(t, "manifestbundle-status-update.json")
 			if form == "plural" {
 				evt = pluralized(t, evt)
 			}
@@ -228,7 +228,7 @@ func TestSeedManifestStatus(t *testing.T) {
 	for _, form := range []string{"singular", "plural"} {
 		t.Run(form, func(t *testing.T) {
 			t.Parallel()
-			evt := readSeed(t, "manifest-status-update.json")
+			evt := readProtocolExample(t, "manifest-status-update.json")
 			if form == "plural" {
 				evt = pluralized(t, evt)
 			}
@@ -302,7 +302,7 @@ func TestSeedWrongCodec(t *testing.T) {
 	} {
 		t.Run(tc.file, func(t *testing.T) {
 			t.Parallel()
-			_, err := generic.Decode(tc.codec, readSeed(t, tc.file))
+			_, err := generic.Decode(tc.codec, readProtocolExample(t, tc.file))
 			if !errors.Is(err, ErrUnsupportedType) {
 				t.Fatalf("err = %v, want ErrUnsupportedType", err)
 			}

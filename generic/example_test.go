@@ -64,3 +64,76 @@ func ExampleNewSourceClient() {
 	}
 	// Output: applied v1
 }
+
+// The cluster side: the agent's handler applies each spec a source sends
+// and publishes its status back to that source. The agent's store is its
+// Lister — what it tells sources it holds when it resyncs, and what it
+// answers their status resyncs from — so the handler writes it before it
+// publishes.
+func ExampleNewAgentClient() {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	broker := memory.NewBroker()
+	codecs := []generic.Codec[*widget]{widgetCodec{}}
+
+	applied := newStore()
+	agent, err := generic.NewAgentClient("cluster1", broker.Transport(), applied, hashWidget, codecs, generic.WithLogger(logr.Discard()))
+	if err != nil {
+		panic(err)
+	}
+	err = agent.Subscribe(func(ctx context.Context, t types.EventType, w *widget) error {
+		if t.Action == types.DeleteRequest {
+			applied.remove(string(w.UID))
+			return nil
+		}
+		w.Status = "applied " + w.Spec
+		applied.put(w)
+		status := types.EventType{DataType: t.DataType, SubResource: types.SubResourceStatus, Action: types.UpdateRequest}
+		return agent.Publish(ctx, status, w) // to the source that sent it
+	})
+	if err != nil {
+		panic(err)
+	}
+	if err := agent.Start(ctx); err != nil {
+		panic(err)
+	}
+	defer agent.Close(context.Background())
+
+	sent := newStore()
+	hub, err := generic.NewSourceClient("hub1", broker.Transport(), sent, hashWidget, codecs, generic.WithLogger(logr.Discard()))
+	if err != nil {
+		panic(err)
+	}
+	reported := make(chan string, 1)
+	err = hub.Subscribe(func(_ context.Context, _ types.EventType, w *widget) error {
+		select {
+		case reported <- w.Status:
+		default: // a resync may report it again
+		}
+		return nil
+	})
+	if err != nil {
+		panic(err)
+	}
+	if err := hub.Start(ctx); err != nil {
+		panic(err)
+	}
+	defer hub.Close(context.Background())
+	w := newWidget("hub1", "cluster1", "w1", "v1", 1)
+	sent.put(w) // a source's Lister holds what it sends, or its resync deletes it on the agent
+	if err := hub.Publish(ctx, specCreate, w); err != nil {
+		panic(err)
+	}
+
+	select {
+	case status := <-reported:
+		held, _ := applied.get(string(w.UID))
+		fmt.Printf("cluster1 holds %s from %s: %s\n", held.Name, held.Annotations[sourceAnnotation], held.Status)
+		fmt.Printf("hub1 sees: %s\n", status)
+	case <-ctx.Done():
+		fmt.Println("no status:", ctx.Err())
+	}
+	// Output:
+	// cluster1 holds w1 from hub1: applied v1
+	// hub1 sees: applied v1
+}

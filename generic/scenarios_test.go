@@ -135,7 +135,7 @@ func mqttEnv(addr string) *env {
 			return tr
 		},
 		sendRaw: func(t *testing.T, r options.Route, payload []byte) {
-			topics, err := options.SeedLayout.Compile()
+			topics, err := options.WorkwireLayout.Compile()
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -4,7 +4,7 @@
 // A Transport (options/mqtt, options/kafka, options/grpc, or the in-memory
 // options/memory) routes events by Role — spec to one cluster, status to one
 // source, resync requests to all — and never looks inside an event's payload.
-// Layout maps roles to MQTT-style topic templates, with the seed (default) and
+// Layout maps roles to MQTT-style topic templates, with the workwire (default) and
 // ocm presets. TLSConfig and LoadFile are what every transport's typed Config
 // embeds and loads from YAML or JSON.
 //

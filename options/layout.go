@@ -26,13 +26,19 @@ type Layout struct {
 	StatusResync string `json:"statusResync"`
 }
 
-// SeedLayout is the default layout (docs/protocol.md, "MQTT").
-var SeedLayout = Layout{
+// WorkwireLayout is the default layout (docs/protocol.md, "MQTT"): every
+// topic of a source under sources/{source}, each level named by its role.
+var WorkwireLayout = Layout{
 	Spec:         "sources/{source}/clusters/{cluster}/spec",
 	Status:       "sources/{source}/clusters/{cluster}/status",
 	SpecResync:   "sources/clusters/{cluster}/specresync",
 	StatusResync: "sources/{source}/clusters/statusresync",
 }
+
+// SeedLayout is WorkwireLayout under its first name.
+//
+// Deprecated: use WorkwireLayout.
+var SeedLayout = WorkwireLayout
 
 // OCMLayout is the layout existing Open Cluster Management deployments use;
 // choose it to interoperate with agents and sources built on
@@ -44,15 +50,16 @@ var OCMLayout = Layout{
 	StatusResync: "sources/{source}/sourcebroadcast",
 }
 
-// LayoutByName returns the preset called "seed" or "ocm".
+// LayoutByName returns the preset called "workwire" (the default, also
+// accepted as "seed", its first name) or "ocm".
 func LayoutByName(name string) (Layout, error) {
 	switch name {
-	case "", "seed":
-		return SeedLayout, nil
+	case "", "workwire", "seed":
+		return WorkwireLayout, nil
 	case "ocm":
 		return OCMLayout, nil
 	default:
-		return Layout{}, fmt.Errorf("unknown topic layout %q (want seed or ocm)", name)
+		return Layout{}, fmt.Errorf("unknown topic layout %q (want workwire or ocm)", name)
 	}
 }
 

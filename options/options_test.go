@@ -24,13 +24,13 @@ func TestPresetLayouts(t *testing.T) {
 		sub    Subscription
 		filter string
 	}{
-		{SeedLayout, Route{RoleSpec, "hub1", "cluster1"}, "sources/hub1/clusters/cluster1/spec",
+		{WorkwireLayout, Route{RoleSpec, "hub1", "cluster1"}, "sources/hub1/clusters/cluster1/spec",
 			Subscription{Role: RoleSpec, Cluster: "cluster1"}, "sources/+/clusters/cluster1/spec"},
-		{SeedLayout, Route{RoleStatus, "hub1", "cluster1"}, "sources/hub1/clusters/cluster1/status",
+		{WorkwireLayout, Route{RoleStatus, "hub1", "cluster1"}, "sources/hub1/clusters/cluster1/status",
 			Subscription{Role: RoleStatus, Source: "hub1"}, "sources/hub1/clusters/+/status"},
-		{SeedLayout, Route{Role: RoleSpecResync, Cluster: "cluster1"}, "sources/clusters/cluster1/specresync",
+		{WorkwireLayout, Route{Role: RoleSpecResync, Cluster: "cluster1"}, "sources/clusters/cluster1/specresync",
 			Subscription{Role: RoleSpecResync}, "sources/clusters/+/specresync"},
-		{SeedLayout, Route{Role: RoleStatusResync, Source: "hub1"}, "sources/hub1/clusters/statusresync",
+		{WorkwireLayout, Route{Role: RoleStatusResync, Source: "hub1"}, "sources/hub1/clusters/statusresync",
 			Subscription{Role: RoleStatusResync}, "sources/+/clusters/statusresync"},
 		{OCMLayout, Route{RoleSpec, "hub1", "cluster1"}, "sources/hub1/clusters/cluster1/sourceevents",
 			Subscription{Role: RoleSpec, Cluster: "cluster1"}, "sources/+/clusters/cluster1/sourceevents"},
@@ -98,7 +98,7 @@ func TestLayoutValidation(t *testing.T) {
 	if err := ambiguous.Validate(); err == nil || !strings.Contains(err.Error(), "can match the same topic") {
 		t.Fatalf("ambiguous layout: %v", err)
 	}
-	topics, _ := SeedLayout.Compile()
+	topics, _ := WorkwireLayout.Compile()
 	if _, err := topics.Topic(Route{RoleSpec, "a/b", "c"}); err == nil {
 		t.Fatal("an ID with '/' made a topic")
 	}
@@ -111,8 +111,18 @@ func TestLayoutValidation(t *testing.T) {
 	if _, ok := topics.Match("sources//clusters/b/spec"); ok {
 		t.Fatal("matched an empty ID")
 	}
-	if _, err := LayoutByName("nope"); err == nil {
-		t.Fatal("unknown preset accepted")
+	if _, err := LayoutByName("nope"); err == nil || !strings.Contains(err.Error(), "want workwire or ocm") {
+		t.Fatalf("unknown preset: %v", err)
+	}
+}
+
+// Config files written before the default layout had its name say "seed".
+func TestLayoutByNameAcceptsTheFirstName(t *testing.T) {
+	t.Parallel()
+	for _, name := range []string{"", "workwire", "seed"} {
+		if l, err := LayoutByName(name); err != nil || l != WorkwireLayout {
+			t.Errorf("LayoutByName(%q) = %+v, %v; want the workwire layout", name, l, err)
+		}
 	}
 }
 

@@ -47,7 +47,7 @@ type Config struct {
 	// TLS turns TLS on when any field is set; a CA alone means TLS with no
 	// client certificate.
 	TLS options.TLSConfig `json:"tls,omitempty"`
-	// Layout names the topic preset: "seed" (default) or "ocm".
+	// Layout names the topic preset: "workwire" (default; "seed" is accepted too) or "ocm".
 	Layout string `json:"layout,omitempty"`
 	// Topics replaces the preset with custom templates.
 	Topics *options.Layout `json:"topics,omitempty"`

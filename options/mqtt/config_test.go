@@ -67,6 +67,17 @@ topics:
 	if err != nil || custom.Topics == nil || custom.Topics.SpecResync != "b/{cluster}" {
 		t.Fatalf("custom topics: %+v %v", custom.Topics, err)
 	}
+
+	// "seed" is the workwire layout's first name: files that use it still load.
+	for _, name := range []string{"workwire", "seed"} {
+		cfg, err := mqtt.LoadConfig(write(name+".yaml", "brokerHost: 127.0.0.1:1883\nlayout: "+name+"\n"))
+		if err != nil {
+			t.Fatalf("layout %s: %v", name, err)
+		}
+		if _, err := mqtt.New(cfg); err != nil {
+			t.Fatalf("layout %s: %v", name, err)
+		}
+	}
 }
 
 func TestConfigValidateReportsEveryProblem(t *testing.T) {

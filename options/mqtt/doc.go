@@ -3,7 +3,7 @@
 // github.com/eclipse/paho.golang. It sends in the binary content mode by
 // default, or the structured one (Config.ContentMode), and receives both.
 //
-// Topics follow a Layout (options.SeedLayout by default, options.OCMLayout
+// Topics follow a Layout (options.WorkwireLayout by default, options.OCMLayout
 // to interoperate with Open Cluster Management deployments, or custom
 // templates). Publishes and subscriptions use QoS 1 and a clean start by
 // default; the transport reconnects by itself with capped exponential

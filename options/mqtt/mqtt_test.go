@@ -83,7 +83,7 @@ func TestConformanceRealBroker(t *testing.T) {
 // publishRaw publishes bytes that are not a CloudEvent on route's topic.
 func publishRaw(t *testing.T, addr string, route options.Route, payload []byte) {
 	t.Helper()
-	topics, err := options.SeedLayout.Compile()
+	topics, err := options.WorkwireLayout.Compile()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -39,6 +39,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	utilrand "k8s.io/apimachinery/pkg/util/rand"
 	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/klog/v2"
 	clusterv1 "open-cluster-management.io/api/cluster/v1"
 
 	"github.com/workwire/sdk-go/options/grpc"
@@ -188,7 +189,7 @@ func (a *Agent) logger(ctx context.Context) logr.Logger {
 	if a.log.GetSink() != nil {
 		return a.log
 	}
-	return logr.FromContextOrDiscard(ctx).WithValues("cluster", a.cfg.ClusterName)
+	return klog.FromContext(ctx).WithValues("cluster", a.cfg.ClusterName)
 }
 
 // ensureCluster creates the ManagedCluster unless the hub has it.

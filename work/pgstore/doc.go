@@ -1,8 +1,8 @@
 // Package pgstore keeps ManifestWorks and their statuses in PostgreSQL
 // (pgx), for a service over its own database: a REST API writes works
 // into a Store, and the Store feeds what delivers them — a generic source
-// client over MQTT or Kafka (Lister, HandleStatus, with codec.StatusHash),
-// or the gRPC broker.
+// client over MQTT or Kafka (workstore.Lister and workstore.StatusHandler,
+// with codec.StatusHash), or the gRPC broker.
 //
 // The Store behaves as a kube-apiserver does for a work: Create gives it a
 // UID, generation 1 and a resourceVersion (the row's revision, new at every

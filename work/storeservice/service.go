@@ -9,7 +9,7 @@
 //	store, err := pgstore.Open(ctx, pool)
 //	svc, err := storeservice.New(store, server.DefaultSourceID)
 //	srv, err := server.New(cfg, server.WithService(codec.ManifestBundlesDataType.String(), svc))
-//	go svc.Run(ctx)
+//	go svc.Run(ctx, nil)
 //	err = srv.Serve(ctx, listener)
 package storeservice
 

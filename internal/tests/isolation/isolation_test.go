@@ -168,7 +168,7 @@ func eventType(r options.Route) string {
 }
 
 func TestMosquittoIsolatesClustersAndSources(t *testing.T) {
-	for _, layout := range []string{"seed", "ocm"} {
+	for _, layout := range []string{"workwire", "ocm"} {
 		t.Run(layout, func(t *testing.T) { isolation(t, layout) })
 	}
 }

@@ -45,7 +45,7 @@ func docBlocks(t *testing.T) map[string]string {
 // doc's paths.
 func TestDocShowsTheRecipe(t *testing.T) {
 	blocks := docBlocks(t)
-	seedACL, err := ACL(options.SeedLayout, "hub1")
+	workwireACL, err := ACL(options.WorkwireLayout, "hub1")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -58,8 +58,8 @@ func TestDocShowsTheRecipe(t *testing.T) {
 			Port: 8883, CAFile: "/etc/mosquitto/certs/ca.pem", CertFile: "/etc/mosquitto/certs/server.crt",
 			KeyFile: "/etc/mosquitto/certs/server.key", ACLFile: "/etc/mosquitto/workwire.acl",
 		}.Config(),
-		"# /etc/mosquitto/workwire.acl (seed layout)": seedACL,
-		"# /etc/mosquitto/workwire.acl (ocm layout)":  ocmACL,
+		"# /etc/mosquitto/workwire.acl (workwire layout)": workwireACL,
+		"# /etc/mosquitto/workwire.acl (ocm layout)":      ocmACL,
 	} {
 		got, ok := blocks[header]
 		if !ok {
@@ -73,7 +73,7 @@ func TestDocShowsTheRecipe(t *testing.T) {
 }
 
 func TestACL(t *testing.T) {
-	acl, err := ACL(options.SeedLayout, "hub1", "hub2")
+	acl, err := ACL(options.WorkwireLayout, "hub1", "hub2")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -85,7 +85,7 @@ func TestACL(t *testing.T) {
 			t.Errorf("ACL lacks %q:\n%s", line, acl)
 		}
 	}
-	if _, err := ACL(options.SeedLayout, "hub/1"); err == nil {
+	if _, err := ACL(options.WorkwireLayout, "hub/1"); err == nil {
 		t.Error("a source ID with '/' was accepted")
 	}
 	if _, err := ACL(options.Layout{Spec: "x"}, "hub1"); err == nil {

@@ -3,8 +3,18 @@
 // net/http/httptest: for tests, examples and demos that need a broker and
 // must not depend on one being installed.
 //
-//	b := mqtttest.NewBroker(t)            // closed when the test ends
-//	cfg := mqtt.Config{BrokerHost: b.Addr()}
+// In a test, NewBroker closes the broker when the test ends:
+//
+//	b := mqtttest.NewBroker(t)
+//	cfg := &mqtt.Config{BrokerHost: b.Addr()}
+//
+// In a program (a main, a demo), Start returns one to Close:
+//
+//	b, err := mqtttest.Start()
+//	if err != nil {
+//		return err
+//	}
+//	defer b.Close()
 //
 // Stop and Restart simulate a broker outage on the same address.
 //
