@@ -1,0 +1,52 @@
+// Package nats is the NATS JetStream transport: CloudEvents in the binary
+// content mode of the CloudEvents NATS binding (each attribute a "ce-"
+// header, the data the message body; structured-mode messages are read
+// too) over github.com/nats-io/nats.go. It is a Go module of its own, so a
+// program that uses workwire over MQTT, Kafka or gRPC carries none of NATS's
+// dependencies.
+//
+// # Subjects
+//
+// Subjects follow workwire's topic layout with "." between levels, under
+// Config.SubjectPrefix ("workwire" by default):
+//
+//	workwire.sources.<source>.clusters.<cluster>.spec    a source's spec to one cluster
+//	workwire.sources.<source>.clusters.<cluster>.status  an agent's status to one source
+//	workwire.sources.clusters.<cluster>.specresync       an agent's resync request, to every source
+//	workwire.sources.<source>.clusters.statusresync      a source's resync request, to every agent
+//
+// Source IDs and cluster names must therefore not contain '.', '*', '>' or
+// white space; Send refuses such a route with options.ErrInvalidRoute.
+//
+// # What JetStream keeps
+//
+// Specs and statuses go to one stream (Config.Stream, "WORKWIRE" by
+// default), which a transport creates when it is missing: file storage,
+// events kept for Config.MaxAge (a day by default). Send returns once the
+// stream has stored the event. Each agent reads its cluster's specs, and
+// each source its statuses, through a durable consumer named after it
+// ("workwire_spec_<cluster>", "workwire_status_<source>"): a client that
+// restarts, or loses its connection, resumes where it stopped, however far
+// behind it is, and the server delivers again what was not acknowledged
+// (Delivery.Done) within Config.AckWait. Replicas of one source share its
+// consumer, and so its statuses. Nothing is dropped for a slow consumer: the
+// server holds back what is past Config.MaxAckPending until earlier events
+// are acknowledged.
+//
+// Resync requests are broadcasts that matter only to who listens now: they
+// go over plain NATS, to every subscriber connected at the time, and are
+// not kept. A client resyncs when it connects and after every reconnect.
+//
+// A consumer starts at the events sent after it was first made: what was
+// sent before a client's first start reaches it through the resync it
+// runs then.
+//
+// # Authentication
+//
+// Config takes TLS (with client certificates), a NATS credentials file
+// (JWT and NKey seed), a user and password, or a token file. Failures that
+// retrying cannot fix — refused credentials, a stream without workwire's
+// subjects — end Start at once.
+//
+// natstest runs a NATS server with JetStream in the process, for tests.
+package nats
