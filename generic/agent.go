@@ -301,7 +301,7 @@ func (a *AgentClient[T]) handleEvent(ctx context.Context, t *task[T]) error {
 // answerResync answers one batch of a source's status resync request: it
 // sends the status of every resource the batch names whose hash differs,
 // and, with the last batch, of every resource of that source no batch named.
-func (a *AgentClient[T]) answerResync(ctx context.Context, source string, dt types.DataType, batch *cloudevents.Event) error {
+func (a *AgentClient[T]) answerResync(ctx context.Context, source string, dt types.DataType, batch *cloudevents.Event, _ uint64) error {
 	c := a.c
 	resyncID, index, total, err := resync.BatchOf(batch)
 	if err != nil {

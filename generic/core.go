@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"runtime/debug"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/workwire/sdk-go/internal/lifecycle"
@@ -45,6 +46,10 @@ type task[T Object] struct {
 	kind  taskKind
 	lane  int
 	route options.Route // resolved: Source and Cluster always set for events
+	// received numbers the task's event in the order the client received
+	// its events; a merged task keeps the number of the event it kept, a
+	// resync request that of its first batch.
+	received uint64
 
 	// taskEvent
 	evt      *cloudevents.Event
@@ -109,7 +114,7 @@ type sideLogic[T Object] interface {
 	// classify turns a received event into a task, or says why it is dropped.
 	classify(d *options.Delivery, h types.Header) (*task[T], DropReason, error)
 	handleEvent(ctx context.Context, t *task[T]) error
-	answerResync(ctx context.Context, peer string, dt types.DataType, batch *cloudevents.Event) error
+	answerResync(ctx context.Context, peer string, dt types.DataType, batch *cloudevents.Event, received uint64) error
 	requestResync(ctx context.Context, dt types.DataType) error
 }
 
@@ -145,6 +150,7 @@ type core[T Object] struct {
 	limiter  *rate.Limiter
 	tracer   trace.Tracer
 	subs     []options.Subscription
+	received atomic.Uint64 // events received so far, to number them (task.received)
 	logic    sideLogic[T]
 	q        *queue.Queue[string, *task[T]]
 	// loops run from Start until Close, beside the workers.
@@ -373,6 +379,7 @@ func (c *core[T]) Deliver(d *options.Delivery) {
 		return
 	}
 	t.deliveries = append(t.deliveries, d)
+	t.received = c.received.Add(1)
 	var key string
 	switch t.kind {
 	case taskEvent:
@@ -491,7 +498,7 @@ func (c *core[T]) runTask(t *task[T]) error {
 		return err
 	case taskResyncRequest:
 		for len(t.batches) > 0 {
-			if err := c.logic.answerResync(c.ctx, peerOf(t), t.dataType, t.batches[0]); err != nil {
+			if err := c.logic.answerResync(c.ctx, peerOf(t), t.dataType, t.batches[0], t.received); err != nil {
 				return err
 			}
 			t.batches = t.batches[1:]

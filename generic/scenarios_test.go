@@ -209,7 +209,11 @@ func scenarioPublishSubscribeBothWays(t *testing.T, e *env) {
 		return got.Spec == "spec-2" && got.Generation == 2
 	})
 
+	// The source's store is the truth a resync answers from: it holds the
+	// deletion before the delete is sent, or a resync racing the delete
+	// would send the work again.
 	w.DeletionTimestamp, w.Generation = &metav1.Time{Time: time.Now()}, 3
+	hub.store.put(w)
 	if err := hub.client.Publish(ctx, specDelete, w); err != nil {
 		t.Fatal(err)
 	}

@@ -57,7 +57,7 @@ func NewSourceClient[T Object](sourceID string, tr options.Transport, lister Lis
 	if err != nil {
 		return nil, err
 	}
-	s := &SourceClient[T]{c: c, cfg: cfg, order: statusOrder{m: make(map[string]map[string]StatusOrder)}}
+	s := &SourceClient[T]{c: c, cfg: cfg, order: statusOrder{m: make(map[string]map[string]statusMark)}}
 	if cfg.resendAfter > 0 {
 		s.acks = ack.New(ack.Config{After: cfg.resendAfter, Max: max(SpecResendMax, cfg.resendAfter), PerRound: SpecResendPerRound, Window: cfg.window})
 		c.loops = append(c.loops, s.resendLoop)
@@ -221,13 +221,13 @@ func (s *SourceClient[T]) handleEvent(ctx context.Context, t *task[T]) error {
 	if err := s.c.callHandlers(ctx, t.et, obj); err != nil {
 		return err
 	}
-	s.order.record(cluster, id, order)
+	s.order.record(cluster, id, order, t.received)
 	return nil
 }
 
 // answerResync answers one batch of an agent's spec resync request as
 // package resync answers it for every source (resync.AnswerSpec).
-func (s *SourceClient[T]) answerResync(ctx context.Context, cluster string, dt types.DataType, batch *cloudevents.Event) error {
+func (s *SourceClient[T]) answerResync(ctx context.Context, cluster string, dt types.DataType, batch *cloudevents.Event, received uint64) error {
 	c := s.c
 	req, err := resync.ParseSpecRequest(batch)
 	if err != nil {
@@ -252,7 +252,7 @@ func (s *SourceClient[T]) answerResync(ctx context.Context, cluster string, dt t
 		func(*resync.Session[T, struct{}]) {
 			// The agent may have restarted with a sequence behind the one
 			// its earlier run left marks with.
-			s.order.resync(cluster, seq, hasSeq)
+			s.order.resync(cluster, seq, hasSeq, received)
 			if p, ok := s.tracked(codec, cluster); ok {
 				s.acks.Resynced(p, time.Now())
 			}
@@ -506,7 +506,14 @@ func (s *SourceClient[T]) requestResync(ctx context.Context, dt types.DataType) 
 // resourceversion always wins; within one version the sequenceid decides.
 type statusOrder struct {
 	mu sync.Mutex
-	m  map[string]map[string]StatusOrder
+	m  map[string]map[string]statusMark
+}
+
+// statusMark is the newest status handled of one resource, and when it was
+// received (task.received).
+type statusMark struct {
+	order    StatusOrder
+	received uint64
 }
 
 // stale reports whether a status of order o does not replace the last one
@@ -515,36 +522,35 @@ func (o *statusOrder) stale(cluster, id string, order StatusOrder) bool {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	last, ok := o.m[cluster][id]
-	return ok && !order.Replaces(last)
+	return ok && !order.Replaces(last.order)
 }
 
-func (o *statusOrder) record(cluster, id string, order StatusOrder) {
+func (o *statusOrder) record(cluster, id string, order StatusOrder, received uint64) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	byID := o.m[cluster]
 	if byID == nil {
-		byID = make(map[string]StatusOrder)
+		byID = make(map[string]statusMark)
 		o.m[cluster] = byID
 	}
-	byID[id] = order
+	byID[id] = statusMark{order: order, received: received}
 }
 
 // resync forgets the marks of a cluster whose agent resynced at sequence
-// seq that lie above it: an earlier run of the agent, whose clock was ahead,
-// left them, and they would drop every status the agent sends now. Marks
-// below seq stay, so a status delayed across a periodic resync is still
-// dropped if a newer one was handled. An agent that does not tell its
-// sequence (hasSeq false) may have started over at any value: all of its
-// marks go.
-func (o *statusOrder) resync(cluster string, seq uint64, hasSeq bool) {
+// seq, received as the received-th event, that lie above seq: an earlier
+// run of the agent, whose clock was ahead, left them, and they would drop
+// every status the agent sends now. Marks below seq stay, so a status
+// delayed across a periodic resync is still dropped if a newer one was
+// handled. An agent that does not tell its sequence (hasSeq false) may have
+// started over at any value: all of its marks go. Marks of statuses
+// received after the request stay whatever their sequence: the agent sent
+// them after it, so they are its current run's, even when a worker handled
+// them before the request (resync requests wait in a lane of their own).
+func (o *statusOrder) resync(cluster string, seq uint64, hasSeq bool, received uint64) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	if !hasSeq {
-		delete(o.m, cluster)
-		return
-	}
 	for id, m := range o.m[cluster] {
-		if m.HasSequence && m.Sequence >= seq {
+		if m.received < received && (!hasSeq || m.order.HasSequence && m.order.Sequence >= seq) {
 			delete(o.m[cluster], id)
 		}
 	}
