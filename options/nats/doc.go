@@ -46,7 +46,8 @@
 // Config takes TLS (with client certificates), a NATS credentials file
 // (JWT and NKey seed), a user and password, or a token file. Failures that
 // retrying cannot fix — refused credentials, a stream without workwire's
-// subjects — end Start at once.
+// subjects — end Start at once. docs/nats.md sets up a server on which each
+// agent and source reaches only its own subjects and consumer.
 //
 // natstest runs a NATS server with JetStream in the process, for tests.
 package nats
