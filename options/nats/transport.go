@@ -212,6 +212,22 @@ func (t *Transport) connect(ctx context.Context) (*natsgo.Conn, error) {
 			}
 		}),
 		natsgo.ReconnectErrHandler(func(_ *natsgo.Conn, err error) { t.tracker.Failed(0, err) }),
+		// Without a handler of ours, nats.go writes its asynchronous errors
+		// to os.Stderr, whatever logger the transport has: one line per
+		// failed write while a broken connection is noticed, for instance.
+		natsgo.ErrorHandler(func(_ *natsgo.Conn, sub *natsgo.Subscription, err error) {
+			var subject string
+			if sub != nil {
+				subject = sub.Subject
+			}
+			if errors.Is(err, natsgo.ErrSlowConsumer) {
+				// Dropped by the client: JetStream delivers the event again
+				// after AckWait, and resync heals a lost resync request.
+				t.log.Error(err, "a subscription fell behind and dropped events", "subject", subject)
+				return
+			}
+			t.log.V(2).Info("connection error", "err", err, "subject", subject)
+		}),
 		natsgo.ReconnectHandler(func(nc *natsgo.Conn) {
 			t.tracker.Connected()
 			t.mu.Lock()
@@ -457,7 +473,7 @@ func (t *Transport) Send(ctx context.Context, route options.Route, evt *cloudeve
 	if route.Role == options.RoleSpecResync || route.Role == options.RoleStatusResync {
 		err = nc.PublishMsg(msg)
 		if err == nil {
-			err = nc.FlushWithContext(ctx)
+			err = flush(ctx, nc, js.Options().DefaultTimeout)
 		}
 	} else {
 		_, err = js.PublishMsg(ctx, msg)
@@ -472,6 +488,19 @@ func (t *Transport) Send(ctx context.Context, route options.Route, evt *cloudeve
 		return fmt.Errorf("nats: Send: %w: %v", options.ErrNotConnected, err)
 	}
 	return fmt.Errorf("nats: Send %s: %w", subject, err)
+}
+
+// flush waits until the server has what nc sent, until ctx ends or, when
+// ctx has no deadline, for at most timeout. nats.go's FlushWithContext
+// refuses a context without a deadline, after the event went out: Send
+// would report as failed an event it sent, and its caller send it again.
+func flush(ctx context.Context, nc *natsgo.Conn, timeout time.Duration) error {
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, timeout)
+		defer cancel()
+	}
+	return nc.FlushWithContext(ctx)
 }
 
 // Close stops receiving, drains the connection (what its subscriptions
