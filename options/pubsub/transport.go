@@ -191,7 +191,10 @@ func (t *Transport) Start(ctx context.Context, subs []options.Subscription, r op
 		t.closeClient(client)
 		return fmt.Errorf("pubsub: Start: %w", options.ErrClosed)
 	}
-	t.client, t.publishers, t.cancel, t.up = client, publishers, cancel, true
+	t.client, t.publishers, t.cancel = client, publishers, cancel
+	// Up unless the connection that answered closed meanwhile; then the
+	// next to open counts as the way back.
+	t.up = t.conns > 0
 	for _, s := range resolved {
 		t.receiving.Add(1)
 		go t.receive(recvCtx, client, s)

@@ -1,7 +1,8 @@
 // Package transporttest is the conformance suite every options.Transport
 // passes: sending and receiving per role, routing isolation, concurrent
-// sends, reconnect after a broker restart, context cancellation, health
-// (where options.HealthChecker is implemented), and an idempotent Close.
+// sends, sends with a context without a deadline, reconnect after a broker
+// restart, context cancellation, health (where options.HealthChecker is
+// implemented), and an idempotent Close.
 // Transports outside workwire can run it too:
 //
 //	func TestConformance(t *testing.T) {
@@ -51,6 +52,7 @@ func Run(t *testing.T, h Harness) {
 	t.Run("ConcurrentSends", func(t *testing.T) { concurrentSends(t, h) })
 	t.Run("LifecycleErrors", func(t *testing.T) { lifecycleErrors(t, h) })
 	t.Run("ContextCancel", func(t *testing.T) { contextCancel(t, h) })
+	t.Run("SendWithoutDeadline", func(t *testing.T) { sendWithoutDeadline(t, h) })
 	t.Run("TooLarge", func(t *testing.T) { tooLarge(t, h) })
 	t.Run("Malformed", func(t *testing.T) { malformed(t, h) })
 	// Last: it restarts the broker under everyone.
@@ -477,6 +479,33 @@ func contextCancel(t *testing.T, h Harness) {
 		}
 	}
 	closeTransport(t, un)
+}
+
+// sendWithoutDeadline sends every role with a context that has no
+// deadline, as the generic clients do: each is sent once and arrives.
+func sendWithoutDeadline(t *testing.T, h Harness) {
+	source, cluster := unique("src"), unique("cluster")
+	hub, agent := h.New(t), h.New(t)
+	hubRecv := start(t, hub, options.SourceSubscriptions(source, []string{dataType}))
+	agentRecv := start(t, agent, options.AgentSubscriptions(cluster, []string{dataType}))
+	for _, c := range []struct {
+		from  options.Transport
+		to    *Recorder
+		route options.Route
+		typ   string
+	}{
+		{hub, agentRecv, options.Route{Role: options.RoleSpec, Source: source, Cluster: cluster}, "spec.create_request"},
+		{agent, hubRecv, options.Route{Role: options.RoleStatus, Source: source, Cluster: cluster}, "status.update_request"},
+		{agent, hubRecv, options.Route{Role: options.RoleSpecResync, Cluster: cluster}, "spec.resync_request"},
+		{hub, agentRecv, options.Route{Role: options.RoleStatusResync, Source: source}, "status.resync_request"},
+	} {
+		evt := NewEvent(unique(c.route.Role.String()), c.typ)
+		if err := c.from.Send(context.Background(), c.route, OnRoute(evt, c.route)); err != nil {
+			t.Errorf("Send %s without a deadline: %v", c.route.Role, err)
+			continue
+		}
+		checkDelivered(t, c.to, evt, c.route)
+	}
 }
 
 func tooLarge(t *testing.T, h Harness) {
