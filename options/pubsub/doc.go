@@ -21,10 +21,10 @@
 //
 //	gcloud pubsub topics create sourceevents agentevents sourcebroadcast agentbroadcast
 //	gcloud pubsub subscriptions create sourceevents-cluster1 --topic sourceevents \
-//	    --message-filter 'attributes."ce-clustername" = "cluster1"' --enable-message-ordering
+//	    --message-filter 'attributes."ce-clustername" = "cluster1"'
 //	gcloud pubsub subscriptions create sourcebroadcast-cluster1 --topic sourcebroadcast
 //	gcloud pubsub subscriptions create agentevents-hub1 --topic agentevents \
-//	    --message-filter 'attributes."ce-originalsource" = "hub1"' --enable-message-ordering
+//	    --message-filter 'attributes."ce-originalsource" = "hub1"'
 //	gcloud pubsub subscriptions create agentbroadcast-hub1 --topic agentbroadcast
 //
 // With Config.Provision a client makes what is missing itself. Start
@@ -36,10 +36,12 @@
 // away (seven days by default), and Pub/Sub delivers again what is not
 // acknowledged (Delivery.Done) in time: a restarted agent or source reads
 // what was sent meanwhile, resync requests included. Replicas of one
-// source read through one subscription and share its statuses. Specs and
-// statuses carry an ordering key per resource ("<cluster>/<resource ID>"),
-// so an ordered subscription delivers one resource's events in the order
-// they were sent. What was sent before a subscription was made reaches its
+// source read through one subscription and share its statuses. Messages
+// carry no ordering key, as OCM's carry none: the clients order a
+// resource's events by its version and a status's sequence ID, and on an
+// ordered subscription a delivery lost to a broken connection would hold
+// back every later event of its key until its acknowledgement deadline
+// passed, resync included. What was sent before a subscription was made reaches its
 // client through the resync it runs when it starts.
 //
 // # Messages

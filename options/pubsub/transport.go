@@ -63,6 +63,10 @@ type Transport struct {
 	recv       options.Receiver
 	cancel     context.CancelFunc // stops receiving
 	receiving  sync.WaitGroup
+	// held are the received messages neither acknowledged nor given back
+	// yet: those of Deliveries whose Done has not run. Close gives them
+	// back (see Close).
+	held map[*pubsub.Message]struct{}
 }
 
 var (
@@ -174,9 +178,6 @@ func (t *Transport) Start(ctx context.Context, subs []options.Subscription, r op
 		options.RoleStatusResync: t.cfg.Topics.SourceBroadcast, options.RoleSpecResync: t.cfg.Topics.AgentBroadcast,
 	} {
 		p := client.Publisher(t.full("topics", topic))
-		// Specs and statuses of one resource keep their order (see
-		// orderingKey); resync requests need none.
-		p.EnableMessageOrdering = role == options.RoleSpec || role == options.RoleStatus
 		// A client sends mostly one event at a time (a controller's
 		// write), so waiting the default 10 ms for a batch to fill only
 		// delays it; events sent while a batch is in flight still batch.
@@ -350,8 +351,8 @@ func reached(err error) error {
 }
 
 // provision creates the four topics and subs when missing. A
-// subscription of specs or statuses is made ordered and filtered to its
-// client's events, as OCM's layout has them.
+// subscription of specs or statuses is filtered to its client's events,
+// as OCM's layout has them.
 func (t *Transport) provision(ctx context.Context, client *pubsub.Client, subs []subscription) error {
 	for _, topic := range []string{t.cfg.Topics.SourceEvents, t.cfg.Topics.AgentEvents, t.cfg.Topics.SourceBroadcast, t.cfg.Topics.AgentBroadcast} {
 		_, err := client.TopicAdminClient.CreateTopic(ctx, &pubsubpb.Topic{Name: t.full("topics", topic)})
@@ -360,7 +361,7 @@ func (t *Transport) provision(ctx context.Context, client *pubsub.Client, subs [
 		}
 	}
 	for _, s := range subs {
-		sub := &pubsubpb.Subscription{Name: s.name, Topic: s.topic, Filter: s.filter, EnableMessageOrdering: s.filter != ""}
+		sub := &pubsubpb.Subscription{Name: s.name, Topic: s.topic, Filter: s.filter}
 		_, err := client.SubscriptionAdminClient.CreateSubscription(ctx, sub)
 		if status.Code(err) == codes.InvalidArgument && s.filter != "" {
 			// Google's service needs the attribute's name quoted (it holds
@@ -398,26 +399,32 @@ func (t *Transport) receive(ctx context.Context, client *pubsub.Client, s subscr
 		sub.ReceiveSettings.MaxOutstandingBytes = r.MaxOutstandingBytes
 		sub.ReceiveSettings.NumGoroutines = r.NumGoroutines
 	}
-	// At Close, what is not yet handled goes back to the subscription at
-	// once, for a replica or the next run.
+	// Receive returns only once each of its stream's iterators has
+	// stopped, and an iterator stops only once every message it handed
+	// out is acknowledged or given back. A timed shutdown would instead
+	// leave the iterators stopping on their own after Receive returned,
+	// past Close, for as long as a receiver holds a Delivery (a closing
+	// client leaves its queue unacknowledged, up to MaxExtension). So
+	// Close gives back what the receiver holds (see Close), and Receive
+	// waits.
 	sub.ReceiveSettings.ShutdownOptions = &pubsub.ShutdownOptions{
-		Behavior: pubsub.ShutdownBehaviorNackImmediately,
-		Timeout:  time.Duration(t.cfg.ConnectTimeout),
+		Behavior: pubsub.ShutdownBehaviorWaitForProcessing,
+		Timeout:  -1,
 	}
 	route := options.Route{Role: s.role}
 	handle := func(_ context.Context, m *pubsub.Message) {
-		r := t.receiver()
+		r := t.hold(m)
 		if r == nil {
-			m.Nack()
+			m.Nack() // closing: back to the subscription at once
 			return
 		}
 		evt, err := decode(m.Attributes, m.Data)
 		if err != nil {
-			m.Ack() // delivering it again would not make it a CloudEvent
+			t.settle(m) // delivering it again would not make it a CloudEvent
 			r.Malformed(fmt.Errorf("subscription %s, message %s: %w", s.name, m.ID, err))
 			return
 		}
-		r.Deliver(options.NewDelivery(route, evt, m.Ack))
+		r.Deliver(options.NewDelivery(route, evt, func() { t.settle(m) }))
 	}
 	for n := 0; ; n++ {
 		err := sub.Receive(ctx, handle)
@@ -432,19 +439,36 @@ func (t *Transport) receive(ctx context.Context, client *pubsub.Client, s subscr
 	}
 }
 
-// receiver returns whom to deliver to, nil once the transport is closing.
-func (t *Transport) receiver() options.Receiver {
+// hold records m as held and returns whom to deliver it to, or nil once
+// the transport is closing (m is then not held).
+func (t *Transport) hold(m *pubsub.Message) options.Receiver {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.closed {
 		return nil
 	}
+	if t.held == nil {
+		t.held = map[*pubsub.Message]struct{}{}
+	}
+	t.held[m] = struct{}{}
 	return t.recv
 }
 
-// Send publishes evt to the topic of route's role, specs and statuses
-// with an ordering key per resource, and returns once Pub/Sub has stored
-// it.
+// settle acknowledges m unless Close gave it back already: of a message's
+// Ack and Nack only one may run (the library does not guard them against
+// each other), so whoever takes m out of held calls it.
+func (t *Transport) settle(m *pubsub.Message) {
+	t.mu.Lock()
+	_, ok := t.held[m]
+	delete(t.held, m)
+	t.mu.Unlock()
+	if ok {
+		m.Ack()
+	}
+}
+
+// Send publishes evt to the topic of route's role and returns once
+// Pub/Sub has stored it.
 func (t *Transport) Send(ctx context.Context, route options.Route, evt *cloudevents.Event) error {
 	if err := options.CheckEvent(evt); err != nil {
 		return err
@@ -476,17 +500,9 @@ func (t *Transport) Send(ctx context.Context, route options.Route, evt *cloudeve
 	if n := size(msg); n > t.cfg.MaxEventBytes {
 		return fmt.Errorf("pubsub: %w: event %q has %d bytes, the limit is %d", options.ErrTooLarge, evt.ID(), n, t.cfg.MaxEventBytes)
 	}
-	if p.EnableMessageOrdering {
-		msg.OrderingKey = orderingKey(route, evt)
-	}
 	_, err = p.Publish(ctx, msg).Get(ctx)
 	if err == nil {
 		return nil
-	}
-	if msg.OrderingKey != "" {
-		// A failed publish pauses its ordering key; later events of the
-		// cluster go on, the caller deciding whether to send this one again.
-		p.ResumePublish(msg.OrderingKey)
 	}
 	switch {
 	case ctx.Err() != nil:
@@ -497,14 +513,6 @@ func (t *Transport) Send(ctx context.Context, route options.Route, evt *cloudeve
 		return fmt.Errorf("pubsub: Send: %w: %v", options.ErrNotConnected, err)
 	}
 	return fmt.Errorf("pubsub: Send to %s: %w", p, err)
-}
-
-// orderingKey keeps the events of one resource in order: "<cluster>/<resource
-// ID>". One key per cluster would order more than the protocol needs, and
-// Pub/Sub publishes at most 1 MB/s of one key.
-func orderingKey(r options.Route, evt *cloudevents.Event) string {
-	id, _ := cetypes.ToString(evt.Extensions()["resourceid"])
-	return r.Cluster + "/" + id
 }
 
 // onRoute checks that evt carries the attributes its role's subscriptions
@@ -541,7 +549,8 @@ func (t *Transport) Close(ctx context.Context) error {
 		return nil
 	}
 	t.closed = true
-	client, cancel, publishers := t.client, t.cancel, t.publishers
+	client, cancel, publishers, held := t.client, t.cancel, t.publishers, t.held
+	t.held = nil
 	t.mu.Unlock()
 	t.tracker.Closed()
 	done := make(chan struct{})
@@ -550,7 +559,27 @@ func (t *Transport) Close(ctx context.Context) error {
 		if cancel != nil {
 			cancel()
 		}
-		t.receiving.Wait()
+		// The receiver will not handle what it holds now (a closing
+		// client leaves its queue unacknowledged): give it back, for a
+		// replica or the next run, and so that Receive, which waits for
+		// every message it handed out (see receive), returns.
+		for m := range held {
+			m.Nack()
+		}
+		received := make(chan struct{})
+		go func() { t.receiving.Wait(); close(received) }()
+		select {
+		case <-received:
+		case <-time.After(time.Duration(t.cfg.ConnectTimeout)):
+			// The last acknowledgements are still on their way, over a
+			// connection that stalls: closing the client fails them, and
+			// Receive returns.
+			if client != nil {
+				t.closeClient(client)
+				client = nil
+			}
+			<-received
+		}
 		for _, p := range publishers {
 			p.Stop()
 		}

@@ -2,7 +2,7 @@
 // client library's own fake, pstest), on 127.0.0.1 and a port the OS
 // picks, for tests, examples and demos that must not depend on Google's
 // service or an emulator. It keeps topics, subscriptions and messages in
-// memory and honours subscription filters and ordering keys.
+// memory and honours subscription filters.
 //
 // In a test, NewServer closes the server when the test ends:
 //
@@ -59,10 +59,18 @@ func Start() (*Server, error) {
 func (s *Server) Addr() string { return s.proxy.Addr() }
 
 // Config returns a config of the server: project ProjectID, plain text,
-// topics and subscriptions made as clients need them.
+// topics and subscriptions made as clients need them, and Streams pull
+// streams per subscription.
 func (s *Server) Config() pubsub.Config {
-	return pubsub.Config{ProjectID: ProjectID, Endpoint: s.Addr(), DisableTLS: true, Provision: true}
+	return pubsub.Config{ProjectID: ProjectID, Endpoint: s.Addr(), DisableTLS: true, Provision: true,
+		ReceiveSettings: &pubsub.ReceiveSettings{NumGoroutines: Streams}}
 }
+
+// Streams is how many pull streams Config opens per subscription. The
+// fake hands a stream at most one message every 10 ms, where Google's
+// service sends many at once: one stream, the client's default, would
+// hold a subscription to about 100 events a second.
+const Streams = 16
 
 // DropConnections closes every client connection; clients connect again.
 func (s *Server) DropConnections() { s.proxy.Cut() }
