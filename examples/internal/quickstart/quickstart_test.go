@@ -1,4 +1,4 @@
-package main
+package quickstart
 
 import (
 	"bufio"
@@ -16,6 +16,7 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/workwire/sdk-go/examples/internal/cmdutil"
 	"github.com/workwire/sdk-go/options/mqtt/mqtttest"
 )
 
@@ -25,7 +26,7 @@ import (
 func TestMain(m *testing.M) {
 	if args, ok := os.LookupEnv("QUICKSTART_ARGS"); ok {
 		os.Args = append([]string{"quickstart"}, strings.Fields(args)...)
-		main()
+		Main()
 		os.Exit(0)
 	}
 	goleak.VerifyTestMain(m, goleak.IgnoreTopFunction("github.com/rcrowley/go-metrics.(*meterArbiter).tick"))
@@ -58,6 +59,24 @@ func TestQuickstartRejectsBadFlags(t *testing.T) {
 	}
 	if err := run(context.Background(), config{transport: "pigeon", clusters: 1, works: 1, timeout: time.Second}, &bytes.Buffer{}); err == nil {
 		t.Fatal("accepted an unknown transport")
+	}
+	var usage cmdutil.UsageError
+	if err := Run(context.Background(), []string{"-works", "many"}, &bytes.Buffer{}); !errors.As(err, &usage) {
+		t.Errorf("-works many: %v, want a usage error", err)
+	}
+	if err := Run(context.Background(), []string{"-works", "1", "extra"}, &bytes.Buffer{}); !errors.As(err, &usage) {
+		t.Errorf("an extra argument: %v, want a usage error", err)
+	}
+}
+
+// The transports that are modules of their own are not linked here; asking
+// for one says where they run.
+func TestQuickstartSaysWhereNATSAndPubSubRun(t *testing.T) {
+	for _, transport := range []string{"nats", "pubsub"} {
+		err := Run(context.Background(), []string{"-transport", transport}, &bytes.Buffer{})
+		if err == nil || !strings.Contains(err.Error(), "go -C examples/brokers run ./quickstart -transport "+transport) {
+			t.Errorf("-transport %s: %v, want where it runs", transport, err)
+		}
 	}
 }
 

@@ -1,4 +1,4 @@
-package main
+package bench
 
 import (
 	"context"
@@ -38,7 +38,7 @@ const hubID = "bench-hub"
 // bench is one run's state.
 type bench struct {
 	cfg      config
-	env      *env
+	env      *Env
 	works    []*workv1.ManifestWork
 	progress io.Writer
 	res      *Result
@@ -90,8 +90,8 @@ func run(ctx context.Context, cfg config, progress io.Writer) (*Result, error) {
 			continue
 		}
 		var wireBefore int64
-		if b.env.wire != nil {
-			wireBefore = b.env.wire()
+		if b.env.Wire != nil {
+			wireBefore = b.env.Wire()
 		}
 		pctx, cancel := context.WithTimeout(ctx, cfg.timeout)
 		r, err := s.fn(pctx)
@@ -100,8 +100,8 @@ func run(ctx context.Context, cfg config, progress io.Writer) (*Result, error) {
 			return b.finish(), fmt.Errorf("phase %s: %w", s.name, err)
 		}
 		r.Name = s.name
-		if b.env.wire != nil {
-			r.WireBytes = b.env.wire() - wireBefore
+		if b.env.Wire != nil {
+			r.WireBytes = b.env.Wire() - wireBefore
 		}
 		if s.name == "raw" {
 			b.raw = r.WorksPerSec
@@ -115,12 +115,12 @@ func run(ctx context.Context, cfg config, progress io.Writer) (*Result, error) {
 
 // finish stops everything the run started and measures what is left.
 func (b *bench) finish() *Result {
-	if b.env.dropped != nil {
-		n := b.env.dropped()
+	if b.env.Dropped != nil {
+		n := b.env.Dropped()
 		b.res.BrokerDropped = &n
 	}
 	b.closeAll()
-	b.env.close()
+	b.env.Close()
 	time.Sleep(100 * time.Millisecond) // goroutines on their way out, not leaks
 	b.res.PeakRSS = peakRSS()
 	b.res.Goroutines = runtime.NumGoroutine()
@@ -160,7 +160,7 @@ func (b *bench) startHub(ctx context.Context) error {
 		opts = append(opts, o)
 	}
 	opts = append(opts, generic.WithSpecWindow(b.cfg.specWindow))
-	h, err := work.NewClientHolderBuilder(b.env.transport).WithSourceID(hubID).WithSourceOptions(opts...).
+	h, err := work.NewClientHolderBuilder(b.env.Transport).WithSourceID(hubID).WithSourceOptions(opts...).
 		WithLogger(logr.Discard()).NewClientHolder()
 	if err != nil {
 		return err
@@ -184,7 +184,7 @@ func (b *bench) startAgents(ctx context.Context, onAdd func(*workv1.ManifestWork
 	var wg sync.WaitGroup
 	for i := range b.cfg.clusters {
 		cluster := b.clusterOf(i)
-		h, err := work.NewClientHolderBuilder(b.env.transport).WithClusterName(cluster).WithAgentOptions(opts...).
+		h, err := work.NewClientHolderBuilder(b.env.Transport).WithClusterName(cluster).WithAgentOptions(opts...).
 			WithLogger(logr.Discard()).NewClientHolder()
 		if err != nil {
 			return err
@@ -278,8 +278,8 @@ func (b *bench) wait(ctx context.Context, phase string, total int, done func() i
 		case <-ctx.Done():
 			fmt.Fprintln(b.progress)
 			err := fmt.Errorf("%d of %d after %v: %w", n, total, time.Since(begin).Round(time.Millisecond), ctx.Err())
-			if b.env.dropped != nil {
-				if lost := b.env.dropped(); lost > 0 {
+			if b.env.Dropped != nil {
+				if lost := b.env.Dropped(); lost > 0 {
 					// What a deployment's periodic resync would heal stays
 					// lost here, so that resyncs do not disturb the figures.
 					err = fmt.Errorf("%w; the broker dropped %d messages for slow subscribers, and the bench turns periodic resync off", err, lost)
@@ -319,7 +319,7 @@ func (b *bench) rawPhase(ctx context.Context) (PhaseResult, error) {
 		}
 	}()
 	for i := range b.cfg.clusters {
-		tr, err := b.env.transport()
+		tr, err := b.env.Transport()
 		if err != nil {
 			return PhaseResult{}, err
 		}
@@ -328,7 +328,7 @@ func (b *bench) rawPhase(ctx context.Context) (PhaseResult, error) {
 			return PhaseResult{}, err
 		}
 	}
-	hub, err := b.env.transport()
+	hub, err := b.env.Transport()
 	if err != nil {
 		return PhaseResult{}, err
 	}
@@ -538,7 +538,7 @@ func (b *bench) hubResync(ctx context.Context) (PhaseResult, error) {
 	for _, o := range b.clientOpts() {
 		opts = append(opts, o)
 	}
-	tr, err := b.env.transport()
+	tr, err := b.env.Transport()
 	if err != nil {
 		return PhaseResult{}, err
 	}

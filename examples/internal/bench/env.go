@@ -1,4 +1,4 @@
-package main
+package bench
 
 import (
 	"bytes"
@@ -21,6 +21,7 @@ import (
 	"k8s.io/utils/ptr"
 	workv1 "open-cluster-management.io/api/work/v1"
 
+	"github.com/workwire/sdk-go/examples/internal/cmdutil"
 	"github.com/workwire/sdk-go/options"
 	"github.com/workwire/sdk-go/options/grpc"
 	"github.com/workwire/sdk-go/options/grpc/server"
@@ -31,17 +32,26 @@ import (
 	"github.com/workwire/sdk-go/work"
 )
 
-// env is the broker of a run and how clients reach it.
-type env struct {
-	transport work.TransportFunc // a fresh transport per client
-	close     func()
-	// dropped counts the messages the broker dropped for subscribers that
+// Env is the broker of a run and how clients reach it.
+type Env struct {
+	Transport work.TransportFunc // a fresh transport per client
+	Close     func()
+	// Dropped counts the messages the broker dropped for subscribers that
 	// fell behind; nil where the broker does not tell.
-	dropped func() int64
-	// wire counts the bytes of the messages the clients sent and received
+	Dropped func() int64
+	// Wire counts the bytes of the messages the clients sent and received
 	// as they went on the wire (compressed, with their framing); nil where
 	// the transport does not tell.
-	wire func() int64
+	Wire func() int64
+}
+
+// A Broker is a transport the bench can run over besides MQTT, Kafka and
+// gRPC: -transport Name.
+type Broker struct {
+	Name string
+	// Start returns the environment of a run over the broker at address,
+	// or, when address is "", over an embedded broker that Env.Close stops.
+	Start func(address string) (*Env, error)
 }
 
 // wireCounter counts the bytes of gRPC messages on the wire.
@@ -60,7 +70,7 @@ func (c *wireCounter) TagRPC(ctx context.Context, _ *stats.RPCTagInfo) context.C
 func (c *wireCounter) TagConn(ctx context.Context, _ *stats.ConnTagInfo) context.Context { return ctx }
 func (c *wireCounter) HandleConn(context.Context, stats.ConnStats)                       {}
 
-func newEnv(cfg config) (*env, error) {
+func newEnv(cfg config) (*Env, error) {
 	switch cfg.transport {
 	case "mqtt":
 		addr, stop := cfg.broker, func() {}
@@ -73,10 +83,10 @@ func newEnv(cfg config) (*env, error) {
 			addr, stop, dropped = b.Addr(), func() { _ = b.Close() }, b.Dropped
 		}
 		mc := mqtt.Config{BrokerHost: addr, ContentMode: cfg.contentMode}
-		return &env{
-			transport: func() (options.Transport, error) { return mqtt.New(mc, mqtt.WithLogger(logr.Discard())) },
-			close:     stop,
-			dropped:   dropped,
+		return &Env{
+			Transport: func() (options.Transport, error) { return mqtt.New(mc, mqtt.WithLogger(logr.Discard())) },
+			Close:     stop,
+			Dropped:   dropped,
 		}, nil
 	case "kafka":
 		addrs, stop := strings.Split(cfg.broker, ","), func() {}
@@ -88,9 +98,9 @@ func newEnv(cfg config) (*env, error) {
 			addrs, stop = b.Addrs(), func() { _ = b.Close() }
 		}
 		kc := kafka.Config{Brokers: addrs}
-		return &env{
-			transport: func() (options.Transport, error) { return kafka.New(kc, kafka.WithLogger(logr.Discard())) },
-			close:     stop,
+		return &Env{
+			Transport: func() (options.Transport, error) { return kafka.New(kc, kafka.WithLogger(logr.Discard())) },
+			Close:     stop,
 		}, nil
 	case "grpc":
 		addr, stop := cfg.broker, func() {}
@@ -110,16 +120,22 @@ func newEnv(cfg config) (*env, error) {
 		}
 		gc := grpc.Config{ServerAddress: addr, Compression: cfg.compression}
 		wire := &wireCounter{}
-		return &env{
-			transport: func() (options.Transport, error) {
+		return &Env{
+			Transport: func() (options.Transport, error) {
 				return grpc.New(gc, grpc.WithLogger(logr.Discard()), grpc.WithDialOptions(grpclib.WithStatsHandler(wire)))
 			},
-			close: stop,
-			wire:  wire.n.Load,
+			Close: stop,
+			Wire:  wire.n.Load,
 		}, nil
-	default:
-		return nil, fmt.Errorf("unknown transport %q (want mqtt, kafka or grpc)", cfg.transport)
 	}
+	var more []string
+	for _, b := range cfg.brokers {
+		if b.Name == cfg.transport {
+			return b.Start(cfg.broker)
+		}
+		more = append(more, b.Name)
+	}
+	return nil, cmdutil.UnknownTransport(cfg.transport, "bench", more)
 }
 
 var everything = labels.Everything()

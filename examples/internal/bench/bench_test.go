@@ -1,13 +1,17 @@
-package main
+package bench
 
 import (
 	"bytes"
 	"context"
+	"errors"
+	"io"
 	"strings"
 	"testing"
 	"time"
 
 	"go.uber.org/goleak"
+
+	"github.com/workwire/sdk-go/examples/internal/cmdutil"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -64,6 +68,35 @@ func TestBenchRejectsBadFlags(t *testing.T) {
 		}
 		if _, err := run(context.Background(), cfg, &bytes.Buffer{}); err == nil || !strings.Contains(err.Error(), bad.flag) {
 			t.Errorf("-transport %s %s %s: %v, want an error naming %s", bad.transport, bad.flag, bad.value, err, bad.flag)
+		}
+	}
+}
+
+// The command line's flags reach the run; a bad one is a usage error.
+func TestBenchRunTakesFlags(t *testing.T) {
+	var out, progress bytes.Buffer
+	err := Run(context.Background(), []string{"-works", "20", "-clusters", "2", "-phases", "raw,deliver", "-json"}, &out, &progress)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, progress.String())
+	}
+	if !strings.Contains(out.String(), `"works": 20`) || !strings.Contains(out.String(), `"name": "deliver"`) {
+		t.Errorf("output:\n%s", out.String())
+	}
+	var usage cmdutil.UsageError
+	for _, args := range [][]string{{"-works", "many"}, {"extra"}} {
+		if err := Run(context.Background(), args, &out, &progress); !errors.As(err, &usage) {
+			t.Errorf("%q: %v, want a usage error", args, err)
+		}
+	}
+}
+
+// The transports that are modules of their own are not linked here; asking
+// for one says where they run.
+func TestBenchSaysWhereNATSAndPubSubRun(t *testing.T) {
+	for _, transport := range []string{"nats", "pubsub"} {
+		err := Run(context.Background(), []string{"-transport", transport}, io.Discard, io.Discard)
+		if err == nil || !strings.Contains(err.Error(), "go -C examples/brokers run ./bench -transport "+transport) {
+			t.Errorf("-transport %s: %v, want where it runs", transport, err)
 		}
 	}
 }
