@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	"go.uber.org/goleak"
 	certificatesv1 "k8s.io/api/certificates/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -36,6 +37,10 @@ const (
 	bootstrapUser  = "system:bootstrap:abc123"
 	bootstrapToken = "abc123.secret"
 )
+
+// Every goroutine an agent starts stops when its context ends and Run
+// returns.
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 // testHub is a hub — its kube-apiserver, the registration Services and
 // signer, a gRPC broker with mutual TLS — for agents to join.
