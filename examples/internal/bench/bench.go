@@ -50,15 +50,11 @@ func Main(more ...Broker) {
 // Run runs the bench with the flags args: the table (and JSON) on out, the
 // progress on progress.
 func Run(ctx context.Context, args []string, out, progress io.Writer, more ...Broker) error {
-	names := []string{"mqtt", "kafka", "grpc"}
-	for _, b := range more {
-		names = append(names, b.Name)
-	}
 	cfg := defaultConfig()
 	cfg.brokers = more
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
 	fs.SetOutput(progress)
-	fs.StringVar(&cfg.transport, "transport", cfg.transport, "transport: "+strings.Join(names, ", "))
+	fs.StringVar(&cfg.transport, "transport", cfg.transport, "transport: "+strings.Join(transports(more), ", "))
 	fs.StringVar(&cfg.broker, "broker", "", "broker address (default: an embedded one)")
 	fs.StringVar(&cfg.contentMode, "content-mode", "", "MQTT content mode: binary (default) or structured (mqtt.Config.ContentMode)")
 	fs.StringVar(&cfg.compression, "compression", "", "gRPC compression of the clients and the embedded broker: gzip (default: none)")

@@ -128,14 +128,21 @@ func newEnv(cfg config) (*Env, error) {
 			Wire:  wire.n.Load,
 		}, nil
 	}
-	var more []string
 	for _, b := range cfg.brokers {
 		if b.Name == cfg.transport {
 			return b.Start(cfg.broker)
 		}
+	}
+	return nil, cmdutil.UnknownTransport(cfg.transport, "bench", transports(cfg.brokers))
+}
+
+// transports are the -transport values: MQTT, Kafka, gRPC and brokers.
+func transports(brokers []Broker) []string {
+	var more []string
+	for _, b := range brokers {
 		more = append(more, b.Name)
 	}
-	return nil, cmdutil.UnknownTransport(cfg.transport, "bench", more)
+	return cmdutil.Transports(more...)
 }
 
 var everything = labels.Everything()

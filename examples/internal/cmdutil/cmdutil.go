@@ -66,16 +66,21 @@ func Exit(program string, err error) {
 	}
 }
 
+// Transports are the -transport values of a command: MQTT, Kafka, gRPC
+// and more.
+func Transports(more ...string) []string {
+	return append([]string{"mqtt", "kafka", "grpc"}, more...)
+}
+
 // UnknownTransport is the error of program (quickstart, bench) for
-// -transport name, which is none of MQTT, Kafka, gRPC and more. NATS and
-// Pub/Sub are modules of their own, which the main module does not
-// require; the module examples/brokers runs the commands over them.
-func UnknownTransport(name, program string, more []string) error {
+// -transport name, which is none of known. NATS and Pub/Sub are modules
+// of their own, which the main module does not require; the module
+// examples/brokers runs the commands over them.
+func UnknownTransport(name, program string, known []string) error {
 	if name == "nats" || name == "pubsub" {
 		return fmt.Errorf("-transport %s: the %s transport is a Go module of its own; run it from the module examples/brokers: go -C examples/brokers run ./%s -transport %s",
 			name, name, program, name)
 	}
-	known := append([]string{"mqtt", "kafka", "grpc"}, more...)
 	return fmt.Errorf("unknown -transport %q (want %s)", name, strings.Join(known, ", "))
 }
 

@@ -69,15 +69,11 @@ func Main(more ...Broker) {
 // Run runs the quickstart with the flags args, printing its progress on
 // out.
 func Run(ctx context.Context, args []string, out io.Writer, more ...Broker) error {
-	names := []string{"mqtt", "kafka", "grpc"}
-	for _, b := range more {
-		names = append(names, b.Name)
-	}
 	cfg := config{brokers: more}
 	fs := flag.NewFlagSet("quickstart", flag.ContinueOnError)
 	fs.IntVar(&cfg.clusters, "clusters", 5, "how many clusters (agents)")
 	fs.IntVar(&cfg.works, "works", 500, "how many ManifestWorks to send")
-	fs.StringVar(&cfg.transport, "transport", "mqtt", strings.Join(names, ", "))
+	fs.StringVar(&cfg.transport, "transport", "mqtt", strings.Join(transports(more), ", "))
 	fs.StringVar(&cfg.broker, "broker", "", "broker address, host:port (Kafka: comma-separated) (default: start an embedded one)")
 	fs.DurationVar(&cfg.timeout, "timeout", time.Minute, "give up after this long")
 	fs.StringVar(&cfg.metricsAddr, "metrics-addr", "", "serve Prometheus metrics at http://<this address>/metrics, and keep serving after the run until interrupted")
@@ -357,11 +353,16 @@ func connect(cfg config, out io.Writer) (newTransport func(logr.Logger) (options
 			return checked(newTransport, stop)
 		}
 	}
+	return nil, nil, cmdutil.UnknownTransport(cfg.transport, "quickstart", transports(cfg.brokers))
+}
+
+// transports are the -transport values: MQTT, Kafka, gRPC and brokers.
+func transports(brokers []Broker) []string {
 	var more []string
-	for _, b := range cfg.brokers {
+	for _, b := range brokers {
 		more = append(more, b.Name)
 	}
-	return nil, nil, cmdutil.UnknownTransport(cfg.transport, "quickstart", more)
+	return cmdutil.Transports(more...)
 }
 
 // checked returns newTransport and stop once newTransport has made a
