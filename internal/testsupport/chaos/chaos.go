@@ -52,12 +52,12 @@ const (
 	envSeed = "WORKWIRE_CHAOS_SEED" // a seed to replay
 )
 
-func planFor() plan {
+func planFor(short bool) plan {
 	switch {
 	case os.Getenv(envMode) == "long":
 		return plan{mode: "long", clusters: 8, works: 5000, steps: 1200, ops: 40, pace: 40 * time.Millisecond,
 			gap: [2]int{4, 12}, converge: 5 * time.Minute}
-	case testing.Short():
+	case testing.Short() || short:
 		return plan{mode: "short", clusters: 3, works: 300, steps: 60, ops: 10, pace: 25 * time.Millisecond,
 			gap: [2]int{3, 8}, converge: 2 * time.Minute}
 	default:
@@ -104,6 +104,10 @@ type Env struct {
 	Arm func(seed uint64)
 	// Report, if set, says what the broker did, for the final log.
 	Report func() string
+	// Short runs the short size even without -short (WORKWIRE_CHAOS=long
+	// still runs the long one): for a broker too slow for the default
+	// size to converge in time on a loaded machine.
+	Short bool
 }
 
 // Fault is one kind of fault: ProxyCut, ProxyStall, AgentRestart,
@@ -825,7 +829,7 @@ func Run(t *testing.T, e Env) {
 		t.Fatal("chaos.Run: the Env needs a Transport and at least one Fault")
 	}
 	seed := runSeed(t)
-	p := planFor()
+	p := planFor(e.Short)
 	t.Cleanup(func() {
 		if t.Failed() {
 			t.Logf("seed %d failed; replay its operations and faults with:\n\t%s", seed, replayCommand(seed, p.mode, t.Name()))
