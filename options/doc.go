@@ -1,7 +1,8 @@
 // Package options is the contract between workwire's generic clients and the
 // brokers that carry their events, and the pieces every transport shares.
 //
-// A Transport (options/mqtt, options/kafka, options/grpc, or the in-memory
+// A Transport (options/mqtt, options/kafka, options/grpc; options/nats and
+// options/pubsub, each a Go module of its own; or the in-memory
 // options/memory) routes events by Role — spec to one cluster, status to one
 // source, resync requests to all — and never looks inside an event's payload.
 // Layout maps roles to MQTT-style topic templates, with the workwire (default) and

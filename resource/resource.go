@@ -79,21 +79,11 @@ const DefaultInformerResync = 10 * time.Minute
 // HolderBuilder builds a Holder. Its methods set one option each and
 // return the builder; NewHolder checks them all.
 type HolderBuilder[T Object, L runtime.Object] struct {
-	transport    options.TransportConfig
-	scheme       *runtime.Scheme
-	resource     string
-	sourceID     string
-	clusterName  string
-	codecs       []generic.Codec[T]
-	resync       time.Duration
-	sourceOpts   []generic.SourceOption
-	agentOpts    []generic.AgentOption
-	statusResend time.Duration
-	mirror       bool
-	logger       logr.Logger
-	loggerSet    bool
-	onError      generic.ErrorHandler
-	tracing      trace.TracerProvider
+	events   engine.Settings // as package work's builder keeps them
+	scheme   *runtime.Scheme
+	resource string
+	codecs   []generic.Codec[T]
+	resync   time.Duration
 }
 
 // NewHolderBuilder starts a builder of a holder of T, whose list type is
@@ -101,20 +91,20 @@ type HolderBuilder[T Object, L runtime.Object] struct {
 // *grpc.Config, or any options.TransportConfig). scheme must know T and L:
 // it gives their group, version and kind.
 func NewHolderBuilder[T Object, L runtime.Object](config options.TransportConfig, scheme *runtime.Scheme) *HolderBuilder[T, L] {
-	return &HolderBuilder[T, L]{transport: config, scheme: scheme, resync: DefaultInformerResync, logger: klog.Background()}
+	return &HolderBuilder[T, L]{events: engine.Settings{Transport: config, Logger: klog.Background()}, scheme: scheme, resync: DefaultInformerResync}
 }
 
 // WithSourceID makes a hub holder: a source with this ID, whose client
 // creates, updates and deletes objects for clusters (one per namespace).
 func (b *HolderBuilder[T, L]) WithSourceID(id string) *HolderBuilder[T, L] {
-	b.sourceID = id
+	b.events.SourceID = id
 	return b
 }
 
 // WithClusterName makes an agent holder: the agent of this cluster, whose
 // client receives objects and updates their status.
 func (b *HolderBuilder[T, L]) WithClusterName(name string) *HolderBuilder[T, L] {
-	b.clusterName = name
+	b.events.ClusterName = name
 	return b
 }
 
@@ -144,13 +134,13 @@ func (b *HolderBuilder[T, L]) WithInformerResync(d time.Duration) *HolderBuilder
 // the holder's own (generic.WithOrphanGracePeriod of two minutes), so they
 // win.
 func (b *HolderBuilder[T, L]) WithSourceOptions(opts ...generic.SourceOption) *HolderBuilder[T, L] {
-	b.sourceOpts = append(b.sourceOpts, opts...)
+	b.events.SourceOpts = append(b.events.SourceOpts, opts...)
 	return b
 }
 
 // WithAgentOptions adds options of the agent's generic.AgentClient.
 func (b *HolderBuilder[T, L]) WithAgentOptions(opts ...generic.AgentOption) *HolderBuilder[T, L] {
-	b.agentOpts = append(b.agentOpts, opts...)
+	b.events.AgentOpts = append(b.events.AgentOpts, opts...)
 	return b
 }
 
@@ -159,7 +149,7 @@ func (b *HolderBuilder[T, L]) WithAgentOptions(opts ...generic.AgentOption) *Hol
 // Deleted status (see work.ClientHolderBuilder.WithStatusResend). Default:
 // 0, off.
 func (b *HolderBuilder[T, L]) WithStatusResend(d time.Duration) *HolderBuilder[T, L] {
-	b.statusResend = d
+	b.events.StatusResend = d
 	return b
 }
 
@@ -172,7 +162,7 @@ func (b *HolderBuilder[T, L]) WithStatusResend(d time.Duration) *HolderBuilder[T
 // stored arrives through the informer, as with OCM's agent clients. Delete
 // is the hub's. Only over the gRPC broker with such Services.
 func (b *HolderBuilder[T, L]) Mirror() *HolderBuilder[T, L] {
-	b.mirror = true
+	b.events.Mirror = true
 	return b
 }
 
@@ -180,14 +170,14 @@ func (b *HolderBuilder[T, L]) Mirror() *HolderBuilder[T, L] {
 // work.ClientHolderBuilder.WithErrorHandler). Default:
 // utilruntime.HandleErrorWithContext.
 func (b *HolderBuilder[T, L]) WithErrorHandler(h generic.ErrorHandler) *HolderBuilder[T, L] {
-	b.onError = h
+	b.events.OnError = h
 	return b
 }
 
 // WithLogger sets the logger of the holder, its client and its transport.
 // Default: the logger of the context given to Start.
 func (b *HolderBuilder[T, L]) WithLogger(l logr.Logger) *HolderBuilder[T, L] {
-	b.logger, b.loggerSet = l, true
+	b.events.Logger, b.events.LoggerSet = l, true
 	return b
 }
 
@@ -195,7 +185,7 @@ func (b *HolderBuilder[T, L]) WithLogger(l logr.Logger) *HolderBuilder[T, L] {
 // work.ClientHolderBuilder.WithTracerProvider). Default:
 // otel.GetTracerProvider().
 func (b *HolderBuilder[T, L]) WithTracerProvider(tp trace.TracerProvider) *HolderBuilder[T, L] {
-	b.tracing = tp
+	b.events.Tracing = tp
 	return b
 }
 
@@ -270,25 +260,10 @@ func (b *HolderBuilder[T, L]) build() (*Holder[T, L], error) {
 		}
 		codecs = []generic.Codec[T]{c}
 	}
-	if engine.IsNil(b.transport) {
+	if engine.IsNil(b.events.Transport) {
 		return nil, errors.New("no transport config")
 	}
-	events, err := engine.New(engine.Config[T]{
-		Kind:         &kind,
-		Scheme:       b.scheme,
-		Transport:    b.transport,
-		SourceID:     b.sourceID,
-		ClusterName:  b.clusterName,
-		Codecs:       codecs,
-		SourceOpts:   b.sourceOpts,
-		AgentOpts:    b.agentOpts,
-		StatusResend: b.statusResend,
-		Mirror:       b.mirror,
-		Logger:       b.logger,
-		LoggerSet:    b.loggerSet,
-		OnError:      b.onError,
-		Tracing:      b.tracing,
-	})
+	events, err := engine.New(engine.Config[T]{Settings: b.events, Kind: &kind, Scheme: b.scheme, Codecs: codecs})
 	if err != nil {
 		return nil, err
 	}
@@ -296,8 +271,8 @@ func (b *HolderBuilder[T, L]) build() (*Holder[T, L], error) {
 	// An agent's informer watches its cluster's namespace; a hub's and a
 	// mirror's every namespace (a mirror holds what the hub sends it, of
 	// no namespace if cluster-scoped).
-	namespace := b.clusterName
-	if b.mirror {
+	namespace := b.events.ClusterName
+	if b.events.Mirror {
 		namespace = metav1.NamespaceAll
 	}
 	// The informer is served from the store itself: no second map of the

@@ -33,22 +33,16 @@ const (
 	publishWorkers = 16
 )
 
-// Config is what Events needs: everything a holder's builder collects.
-type Config[T Object] struct {
-	Kind      *Kind[T]
-	Scheme    *runtime.Scheme // knows T, for the field manager of apply patches
+// Settings are what the builders of package work and package resource
+// set through their With… methods, whatever the type: each keeps one, and
+// New checks it.
+type Settings struct {
 	Transport options.TransportConfig
 	// SourceID makes a hub, ClusterName an agent; exactly one is set.
 	SourceID, ClusterName string
-	// Codecs: a hub publishes with the first; both sides decode with any.
-	Codecs []generic.Codec[T]
-	// CheckSize makes a hub refuse at once an object whose Kind.MinEventBytes
-	// exceeds the transport's event size limit; set it only if the first
-	// codec's events are at least that large.
-	CheckSize    bool
-	SourceOpts   []generic.SourceOption
-	AgentOpts    []generic.AgentOption
-	StatusResend time.Duration // see work.ClientHolderBuilder.WithStatusResend
+	SourceOpts            []generic.SourceOption
+	AgentOpts             []generic.AgentOption
+	StatusResend          time.Duration // see work.ClientHolderBuilder.WithStatusResend
 	// Mirror makes an agent a mirror of objects the hub keeps whole (see
 	// mirror).
 	Mirror    bool
@@ -56,6 +50,20 @@ type Config[T Object] struct {
 	LoggerSet bool // Logger was given; otherwise Start's context's is taken
 	OnError   generic.ErrorHandler
 	Tracing   trace.TracerProvider
+}
+
+// Config is what Events needs: a builder's Settings, and what its package
+// knows of the type.
+type Config[T Object] struct {
+	Settings
+	Kind   *Kind[T]
+	Scheme *runtime.Scheme // knows T, for the field manager of apply patches
+	// Codecs: a hub publishes with the first; both sides decode with any.
+	Codecs []generic.Codec[T]
+	// CheckSize makes a hub refuse at once an object whose Kind.MinEventBytes
+	// exceeds the transport's event size limit; set it only if the first
+	// codec's events are at least that large.
+	CheckSize bool
 	// SpanAttribute names the object in the spans of writes.
 	SpanAttribute string
 }
