@@ -284,6 +284,11 @@ func (a *AgentClient[T]) handleEvent(ctx context.Context, t *task[T]) error {
 			return &dropError{reason: DropStale, err: fmt.Errorf("spec of %s at version %d, holding %d", id, t.h.Version, prev.version)}
 		}
 	}
+	// A deletion is final: no later spec of the resource but a deletion
+	// comes at its version or below.
+	if v, ok := a.held.buried(id, time.Now()); ok && !t.deleting && t.h.Version <= v {
+		return &dropError{reason: DropStale, err: fmt.Errorf("spec of %s at version %d, deleted at version %d", id, t.h.Version, v)}
+	}
 	obj, err := t.codec.Decode(t.h, t.evt)
 	if err != nil {
 		return &dropError{reason: DropDecode, err: &DecodeError{EventID: t.evt.ID(), EventType: t.evt.Type(), Err: err}}
@@ -294,6 +299,9 @@ func (a *AgentClient[T]) handleEvent(ctx context.Context, t *task[T]) error {
 	if err := a.c.callHandlers(ctx, t.et, obj); err != nil {
 		a.held.restore(id, prev, held)
 		return err
+	}
+	if t.deleting {
+		a.held.bury(id, t.h.Version, time.Now())
 	}
 	return nil
 }
@@ -509,6 +517,58 @@ type heldIndex struct {
 	mu    sync.Mutex
 	m     map[string]heldEntry
 	epoch uint64
+	// gone remembers the resources whose deletion the agent handled, for
+	// deletionMemory, and outlives rebuilds, which forget what the Lister
+	// no longer lists.
+	gone   map[string]grave
+	pruned time.Time
+}
+
+// grave is a deleted resource's last version, and when its deletion was
+// handled.
+type grave struct {
+	version int64
+	at      time.Time
+}
+
+// deletionMemory is how long an agent remembers a deletion it handled, so
+// that an earlier spec of the resource delivered again late — as brokers
+// that keep what is not acknowledged redeliver it, NATS JetStream after its
+// AckWait, Pub/Sub after its acknowledgement deadline (at most 10 minutes)
+// — does not bring the resource back until a spec resync deletes it again.
+const deletionMemory = 10 * time.Minute
+
+// bury remembers that the deletion of id at version was handled at now.
+func (h *heldIndex) bury(id string, version int64, now time.Time) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if now.Sub(h.pruned) >= deletionMemory {
+		for k, g := range h.gone {
+			if now.Sub(g.at) >= deletionMemory {
+				delete(h.gone, k)
+			}
+		}
+		if len(h.gone) == 0 {
+			h.gone = nil // an emptied map keeps its buckets
+		}
+		h.pruned = now
+	}
+	if h.gone == nil {
+		h.gone = make(map[string]grave)
+	}
+	h.gone[id] = grave{version: version, at: now}
+}
+
+// buried returns the version at which the deletion of id was handled, if
+// it was within deletionMemory of now.
+func (h *heldIndex) buried(id string, now time.Time) (int64, bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	g, ok := h.gone[id]
+	if !ok || now.Sub(g.at) >= deletionMemory {
+		return 0, false
+	}
+	return g.version, true
 }
 
 // heldEntry is small: an agent keeps one per resource.

@@ -2,6 +2,7 @@ package generic
 
 import (
 	"testing"
+	"time"
 
 	"github.com/workwire/sdk-go/generic/types"
 )
@@ -55,5 +56,29 @@ func TestRestoreUndoesASet(t *testing.T) {
 	h.restore("fresh", prev, held)
 	if _, ok := h.get("fresh"); ok {
 		t.Error("a restored entry that was not held is still held")
+	}
+}
+
+// A deletion is remembered for deletionMemory, whatever rebuilds happen,
+// and forgotten after it.
+func TestADeletionIsRememberedForAWhile(t *testing.T) {
+	works := types.DataType{Group: "io.example", Version: "v1", Resource: "works"}
+	h := heldIndex{m: map[string]heldEntry{}}
+	t0 := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
+	h.set("w", newHeldEntry(3, "hub", works))
+	h.bury("w", 3, t0)
+	h.finishRebuild(h.beginRebuild(), works, map[string]heldEntry{})
+	if v, ok := h.buried("w", t0.Add(deletionMemory-time.Second)); !ok || v != 3 {
+		t.Errorf("before deletionMemory: buried %d, %v; want 3, true", v, ok)
+	}
+	if _, ok := h.buried("w", t0.Add(deletionMemory)); ok {
+		t.Error("still buried after deletionMemory")
+	}
+	h.bury("later", 1, t0.Add(deletionMemory))
+	if _, kept := h.gone["w"]; kept {
+		t.Error("an expired deletion was not pruned")
+	}
+	if _, ok := h.buried("later", t0.Add(deletionMemory)); !ok {
+		t.Error("a fresh deletion is not buried")
 	}
 }

@@ -34,7 +34,9 @@ const (
 	// DropForeign: it names another cluster or source than this client's, or
 	// claims a resource another source owns.
 	DropForeign DropReason = "foreign"
-	// DropStale: a spec older than what the agent holds.
+	// DropStale: a spec older than what the agent holds, or, within ten
+	// minutes of the resource's deletion, one at its version or below that
+	// is not a deletion.
 	DropStale DropReason = "stale"
 	// DropOutOfOrder: a status older (by sequenceid) than one already handled.
 	DropOutOfOrder DropReason = "out_of_order"

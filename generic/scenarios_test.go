@@ -61,6 +61,7 @@ var scenarios = []scenario{
 	{name: "BrokerRestartMidStreamLosesNothing", run: scenarioBrokerRestartMidStreamLosesNothing, needRestart: true},
 	{name: "MalformedEventsDoNotStopTheSubscription", run: scenarioMalformedEventsDoNotStopTheSubscription},
 	{name: "StaleAndForeignSpecsAreDropped", run: scenarioStaleAndForeignSpecsAreDropped},
+	{name: "ASpecDeliveredLateDoesNotBringBackADeletion", run: scenarioASpecDeliveredLateDoesNotBringBackADeletion},
 	{name: "ResyncResponsesOfOCMPeersAreHandled", run: scenarioResyncResponsesOfOCMPeersAreHandled},
 	{name: "OutOfOrderStatusIsDropped", run: scenarioOutOfOrderStatusIsDropped},
 	{name: "LargeResyncIsOneEventUnlessTheLimitSplitsIt", run: scenarioLargeResyncIsOneEventUnlessTheLimitSplitsIt},
@@ -563,6 +564,52 @@ func scenarioStaleAndForeignSpecsAreDropped(t *testing.T, e *env) {
 	eventually(t, "foreign dropped", func() bool { return agent.obs.drops(generic.DropForeign) == 1 })
 	send(e.src, 3, "v3-again") // same version: idempotent, applied
 	eventually(t, "same version re-applied", func() bool { w, _ := agentStore.get("uid-" + e.c1 + "-a"); return w.Spec == "v3-again" })
+}
+
+// A broker that keeps what is not acknowledged (NATS JetStream, Pub/Sub)
+// can deliver a spec again after the resource's deletion, and after the
+// agent's spec resync forgot the resource: the agent does not bring it
+// back, and takes a deletion again or a newer spec of the same ID (a
+// resource keyed by name, created again).
+func scenarioASpecDeliveredLateDoesNotBringBackADeletion(t *testing.T, e *env) {
+	agentStore := newStore()
+	agent := startAgent(t, e.transport(t), e.c1, agentStore)
+	raw := e.transport(t)
+	startClient(t, func(ctx context.Context) error { return raw.Start(ctx, nil, nopReceiver{}) }, raw.Close)
+	id := "uid-" + e.c1 + "-a"
+	send := func(et types.EventType, gen int64, spec string) {
+		t.Helper()
+		w := newWidget(e.src, e.c1, "a", spec, gen)
+		if et.Action == types.DeleteRequest {
+			w.DeletionTimestamp = &metav1.Time{Time: time.Now()}
+		}
+		evt, err := widgetCodec{}.Encode(e.src, et, w)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := raw.Send(context.Background(), options.Route{Role: options.RoleSpec, Source: e.src, Cluster: e.c1}, evt); err != nil {
+			t.Fatal(err)
+		}
+	}
+	send(specUpdate, 3, "v3")
+	eventually(t, "v3 applied", func() bool { _, ok := agentStore.get(id); return ok })
+	send(specDelete, 3, "v3")
+	eventually(t, "deleted", func() bool { _, ok := agentStore.get(id); return !ok })
+	if err := agent.client.Resync(context.Background(), widgets); err != nil {
+		t.Fatal(err) // its index forgets what its Lister no longer lists
+	}
+	send(specUpdate, 3, "v3") // delivered again, late
+	eventually(t, "the late spec dropped", func() bool { return agent.obs.drops(generic.DropStale) == 1 })
+	if _, ok := agentStore.get(id); ok {
+		t.Fatal("a spec delivered after the deletion brought the resource back")
+	}
+	send(specDelete, 3, "v3")
+	eventually(t, "the deletion taken again", func() bool { return agent.calls(id) == 3 })
+	send(specUpdate, 4, "v4")
+	eventually(t, "a newer spec applied", func() bool { w, ok := agentStore.get(id); return ok && w.Spec == "v4" })
+	if n := agent.obs.drops(generic.DropStale); n != 1 {
+		t.Errorf("%d specs dropped as stale, want 1", n)
+	}
 }
 
 // OCM peers answer a resync with resync_response events: a source's are
