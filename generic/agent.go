@@ -275,7 +275,7 @@ func (a *AgentClient[T]) classify(d *options.Delivery, h types.Header) (*task[T]
 
 func (a *AgentClient[T]) handleEvent(ctx context.Context, t *task[T]) error {
 	id := t.h.ResourceID
-	prev, held := a.held.get(id)
+	prev, held, deleted, buried := a.held.lookup(id)
 	if held {
 		if owner := prev.owner(); owner != "" && owner != t.route.Source {
 			return &dropError{reason: DropForeign, err: fmt.Errorf("source %q sent %s for resource %s, which source %q owns", t.route.Source, t.et.Action, id, owner)}
@@ -286,8 +286,8 @@ func (a *AgentClient[T]) handleEvent(ctx context.Context, t *task[T]) error {
 	}
 	// A deletion is final: no later spec of the resource but a deletion
 	// comes at its version or below.
-	if v, ok := a.held.buried(id, time.Now()); ok && !t.deleting && t.h.Version <= v {
-		return &dropError{reason: DropStale, err: fmt.Errorf("spec of %s at version %d, deleted at version %d", id, t.h.Version, v)}
+	if buried && !t.deleting && t.h.Version <= deleted {
+		return &dropError{reason: DropStale, err: fmt.Errorf("spec of %s at version %d, deleted at version %d", id, t.h.Version, deleted)}
 	}
 	obj, err := t.codec.Decode(t.h, t.evt)
 	if err != nil {
@@ -301,7 +301,7 @@ func (a *AgentClient[T]) handleEvent(ctx context.Context, t *task[T]) error {
 		return err
 	}
 	if t.deleting {
-		a.held.bury(id, t.h.Version, time.Now())
+		a.held.bury(id, t.h.Version)
 	}
 	return nil
 }
@@ -522,6 +522,7 @@ type heldIndex struct {
 	// no longer lists.
 	gone   map[string]grave
 	pruned time.Time
+	clock  func() time.Time // time.Now if nil; tests set it
 }
 
 // grave is a deleted resource's last version, and when its deletion was
@@ -538,10 +539,18 @@ type grave struct {
 // — does not bring the resource back until a spec resync deletes it again.
 const deletionMemory = 10 * time.Minute
 
-// bury remembers that the deletion of id at version was handled at now.
-func (h *heldIndex) bury(id string, version int64, now time.Time) {
+func (h *heldIndex) now() time.Time {
+	if h.clock != nil {
+		return h.clock()
+	}
+	return time.Now()
+}
+
+// bury remembers that the deletion of id at version was handled now.
+func (h *heldIndex) bury(id string, version int64) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	now := h.now()
 	if now.Sub(h.pruned) >= deletionMemory {
 		for k, g := range h.gone {
 			if now.Sub(g.at) >= deletionMemory {
@@ -559,16 +568,18 @@ func (h *heldIndex) bury(id string, version int64, now time.Time) {
 	h.gone[id] = grave{version: version, at: now}
 }
 
-// buried returns the version at which the deletion of id was handled, if
-// it was within deletionMemory of now.
-func (h *heldIndex) buried(id string, now time.Time) (int64, bool) {
+// lookup returns what the agent holds of id, if it does, and the version
+// at which it handled the deletion of id, if it did within deletionMemory.
+// It runs for every spec received: one lock, and the clock read only for a
+// resource it remembers.
+func (h *heldIndex) lookup(id string) (e heldEntry, held bool, deleted int64, buried bool) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	g, ok := h.gone[id]
-	if !ok || now.Sub(g.at) >= deletionMemory {
-		return 0, false
+	e, held = h.m[id]
+	if g, ok := h.gone[id]; ok && h.now().Sub(g.at) < deletionMemory {
+		return e, held, g.version, true
 	}
-	return g.version, true
+	return e, held, 0, false
 }
 
 // heldEntry is small: an agent keeps one per resource.

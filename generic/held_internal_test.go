@@ -63,22 +63,24 @@ func TestRestoreUndoesASet(t *testing.T) {
 // and forgotten after it.
 func TestADeletionIsRememberedForAWhile(t *testing.T) {
 	works := types.DataType{Group: "io.example", Version: "v1", Resource: "works"}
-	h := heldIndex{m: map[string]heldEntry{}}
-	t0 := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
+	now := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
+	h := heldIndex{m: map[string]heldEntry{}, clock: func() time.Time { return now }}
 	h.set("w", newHeldEntry(3, "hub", works))
-	h.bury("w", 3, t0)
+	h.bury("w", 3)
 	h.finishRebuild(h.beginRebuild(), works, map[string]heldEntry{})
-	if v, ok := h.buried("w", t0.Add(deletionMemory-time.Second)); !ok || v != 3 {
+	now = now.Add(deletionMemory - time.Second)
+	if _, _, v, ok := h.lookup("w"); !ok || v != 3 {
 		t.Errorf("before deletionMemory: buried %d, %v; want 3, true", v, ok)
 	}
-	if _, ok := h.buried("w", t0.Add(deletionMemory)); ok {
+	now = now.Add(time.Second)
+	if _, _, _, ok := h.lookup("w"); ok {
 		t.Error("still buried after deletionMemory")
 	}
-	h.bury("later", 1, t0.Add(deletionMemory))
+	h.bury("later", 1)
 	if _, kept := h.gone["w"]; kept {
 		t.Error("an expired deletion was not pruned")
 	}
-	if _, ok := h.buried("later", t0.Add(deletionMemory)); !ok {
+	if _, _, _, ok := h.lookup("later"); !ok {
 		t.Error("a fresh deletion is not buried")
 	}
 }

@@ -79,7 +79,7 @@ const DefaultInformerResync = 10 * time.Minute
 // HolderBuilder builds a Holder. Its methods set one option each and
 // return the builder; NewHolder checks them all.
 type HolderBuilder[T Object, L runtime.Object] struct {
-	events   engine.Settings // as package work's builder keeps them
+	settings engine.Settings // as package work's builder keeps them
 	scheme   *runtime.Scheme
 	resource string
 	codecs   []generic.Codec[T]
@@ -91,20 +91,20 @@ type HolderBuilder[T Object, L runtime.Object] struct {
 // *grpc.Config, or any options.TransportConfig). scheme must know T and L:
 // it gives their group, version and kind.
 func NewHolderBuilder[T Object, L runtime.Object](config options.TransportConfig, scheme *runtime.Scheme) *HolderBuilder[T, L] {
-	return &HolderBuilder[T, L]{events: engine.Settings{Transport: config, Logger: klog.Background()}, scheme: scheme, resync: DefaultInformerResync}
+	return &HolderBuilder[T, L]{settings: engine.Settings{Transport: config, Logger: klog.Background()}, scheme: scheme, resync: DefaultInformerResync}
 }
 
 // WithSourceID makes a hub holder: a source with this ID, whose client
 // creates, updates and deletes objects for clusters (one per namespace).
 func (b *HolderBuilder[T, L]) WithSourceID(id string) *HolderBuilder[T, L] {
-	b.events.SourceID = id
+	b.settings.SourceID = id
 	return b
 }
 
 // WithClusterName makes an agent holder: the agent of this cluster, whose
 // client receives objects and updates their status.
 func (b *HolderBuilder[T, L]) WithClusterName(name string) *HolderBuilder[T, L] {
-	b.events.ClusterName = name
+	b.settings.ClusterName = name
 	return b
 }
 
@@ -134,13 +134,13 @@ func (b *HolderBuilder[T, L]) WithInformerResync(d time.Duration) *HolderBuilder
 // the holder's own (generic.WithOrphanGracePeriod of two minutes), so they
 // win.
 func (b *HolderBuilder[T, L]) WithSourceOptions(opts ...generic.SourceOption) *HolderBuilder[T, L] {
-	b.events.SourceOpts = append(b.events.SourceOpts, opts...)
+	b.settings.SourceOpts = append(b.settings.SourceOpts, opts...)
 	return b
 }
 
 // WithAgentOptions adds options of the agent's generic.AgentClient.
 func (b *HolderBuilder[T, L]) WithAgentOptions(opts ...generic.AgentOption) *HolderBuilder[T, L] {
-	b.events.AgentOpts = append(b.events.AgentOpts, opts...)
+	b.settings.AgentOpts = append(b.settings.AgentOpts, opts...)
 	return b
 }
 
@@ -149,7 +149,7 @@ func (b *HolderBuilder[T, L]) WithAgentOptions(opts ...generic.AgentOption) *Hol
 // Deleted status (see work.ClientHolderBuilder.WithStatusResend). Default:
 // 0, off.
 func (b *HolderBuilder[T, L]) WithStatusResend(d time.Duration) *HolderBuilder[T, L] {
-	b.events.StatusResend = d
+	b.settings.StatusResend = d
 	return b
 }
 
@@ -162,7 +162,7 @@ func (b *HolderBuilder[T, L]) WithStatusResend(d time.Duration) *HolderBuilder[T
 // stored arrives through the informer, as with OCM's agent clients. Delete
 // is the hub's. Only over the gRPC broker with such Services.
 func (b *HolderBuilder[T, L]) Mirror() *HolderBuilder[T, L] {
-	b.events.Mirror = true
+	b.settings.Mirror = true
 	return b
 }
 
@@ -170,14 +170,14 @@ func (b *HolderBuilder[T, L]) Mirror() *HolderBuilder[T, L] {
 // work.ClientHolderBuilder.WithErrorHandler). Default:
 // utilruntime.HandleErrorWithContext.
 func (b *HolderBuilder[T, L]) WithErrorHandler(h generic.ErrorHandler) *HolderBuilder[T, L] {
-	b.events.OnError = h
+	b.settings.OnError = h
 	return b
 }
 
 // WithLogger sets the logger of the holder, its client and its transport.
 // Default: the logger of the context given to Start.
 func (b *HolderBuilder[T, L]) WithLogger(l logr.Logger) *HolderBuilder[T, L] {
-	b.events.Logger, b.events.LoggerSet = l, true
+	b.settings.Logger, b.settings.LoggerSet = l, true
 	return b
 }
 
@@ -185,7 +185,7 @@ func (b *HolderBuilder[T, L]) WithLogger(l logr.Logger) *HolderBuilder[T, L] {
 // work.ClientHolderBuilder.WithTracerProvider). Default:
 // otel.GetTracerProvider().
 func (b *HolderBuilder[T, L]) WithTracerProvider(tp trace.TracerProvider) *HolderBuilder[T, L] {
-	b.events.Tracing = tp
+	b.settings.Tracing = tp
 	return b
 }
 
@@ -260,10 +260,10 @@ func (b *HolderBuilder[T, L]) build() (*Holder[T, L], error) {
 		}
 		codecs = []generic.Codec[T]{c}
 	}
-	if engine.IsNil(b.events.Transport) {
+	if engine.IsNil(b.settings.Transport) {
 		return nil, errors.New("no transport config")
 	}
-	events, err := engine.New(engine.Config[T]{Settings: b.events, Kind: &kind, Scheme: b.scheme, Codecs: codecs})
+	events, err := engine.New(engine.Config[T]{Settings: b.settings, Kind: &kind, Scheme: b.scheme, Codecs: codecs})
 	if err != nil {
 		return nil, err
 	}
@@ -271,8 +271,8 @@ func (b *HolderBuilder[T, L]) build() (*Holder[T, L], error) {
 	// An agent's informer watches its cluster's namespace; a hub's and a
 	// mirror's every namespace (a mirror holds what the hub sends it, of
 	// no namespace if cluster-scoped).
-	namespace := b.events.ClusterName
-	if b.events.Mirror {
+	namespace := b.settings.ClusterName
+	if b.settings.Mirror {
 		namespace = metav1.NamespaceAll
 	}
 	// The informer is served from the store itself: no second map of the

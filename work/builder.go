@@ -53,7 +53,7 @@ type TransportFunc = options.TransportFunc
 type ClientHolderBuilder struct {
 	config       any // as given to NewClientHolderBuilder
 	kube         *rest.Config
-	events       engine.Settings // as package resource's builder keeps them
+	settings     engine.Settings // as package resource's builder keeps them
 	codecs       []generic.Codec[*workv1.ManifestWork]
 	resync       time.Duration
 	informerOpts []workinformers.SharedInformerOption
@@ -69,12 +69,12 @@ type ClientHolderBuilder struct {
 // The holder imports no transport itself, so a program links only those it
 // configures: one over MQTT links neither Kafka's client nor gRPC.
 func NewClientHolderBuilder(config any) *ClientHolderBuilder {
-	b := &ClientHolderBuilder{config: config, resync: DefaultInformerResync, events: engine.Settings{Logger: klog.Background()}}
+	b := &ClientHolderBuilder{config: config, resync: DefaultInformerResync, settings: engine.Settings{Logger: klog.Background()}}
 	switch c := config.(type) {
 	case *rest.Config:
 		b.kube = c
 	case options.TransportConfig:
-		b.events.Transport = c
+		b.settings.Transport = c
 	}
 	return b
 }
@@ -88,7 +88,7 @@ func NewClientHolderBuilder(config any) *ClientHolderBuilder {
 // handling of it form one trace. Default: otel.GetTracerProvider(). Over a
 // *rest.Config it has no effect (client-go's transport is the caller's).
 func (b *ClientHolderBuilder) WithTracerProvider(tp trace.TracerProvider) *ClientHolderBuilder {
-	b.events.Tracing = tp
+	b.settings.Tracing = tp
 	return b
 }
 
@@ -96,7 +96,7 @@ func (b *ClientHolderBuilder) WithTracerProvider(tp trace.TracerProvider) *Clien
 // creates, updates and deletes works for clusters (one per namespace). With
 // a *rest.Config it has no effect, so switching a hub is one line.
 func (b *ClientHolderBuilder) WithSourceID(id string) *ClientHolderBuilder {
-	b.events.SourceID = id
+	b.settings.SourceID = id
 	return b
 }
 
@@ -104,7 +104,7 @@ func (b *ClientHolderBuilder) WithSourceID(id string) *ClientHolderBuilder {
 // clientset receives works and updates their status. With a *rest.Config it
 // only scopes the informer to the cluster's namespace.
 func (b *ClientHolderBuilder) WithClusterName(name string) *ClientHolderBuilder {
-	b.events.ClusterName = name
+	b.settings.ClusterName = name
 	return b
 }
 
@@ -137,13 +137,13 @@ func (b *ClientHolderBuilder) WithInformerOptions(opts ...workinformers.SharedIn
 // the holder's own (generic.WithOrphanGracePeriod(DefaultOrphanGracePeriod)),
 // so they win.
 func (b *ClientHolderBuilder) WithSourceOptions(opts ...generic.SourceOption) *ClientHolderBuilder {
-	b.events.SourceOpts = append(b.events.SourceOpts, opts...)
+	b.settings.SourceOpts = append(b.settings.SourceOpts, opts...)
 	return b
 }
 
 // WithAgentOptions adds options of the agent's generic.AgentClient.
 func (b *ClientHolderBuilder) WithAgentOptions(opts ...generic.AgentOption) *ClientHolderBuilder {
-	b.events.AgentOpts = append(b.events.AgentOpts, opts...)
+	b.settings.AgentOpts = append(b.settings.AgentOpts, opts...)
 	return b
 }
 
@@ -160,7 +160,7 @@ func (b *ClientHolderBuilder) WithAgentOptions(opts ...generic.AgentOption) *Cli
 // second is ample. It costs one status event per spec change. Default: 0,
 // off; it has no effect on a hub holder.
 func (b *ClientHolderBuilder) WithStatusResend(d time.Duration) *ClientHolderBuilder {
-	b.events.StatusResend = d
+	b.settings.StatusResend = d
 	return b
 }
 
@@ -173,7 +173,7 @@ func (b *ClientHolderBuilder) WithStatusResend(d time.Duration) *ClientHolderBui
 // utilruntime.HandleErrorWithContext. The handler runs on a publisher
 // goroutine and should not block.
 func (b *ClientHolderBuilder) WithErrorHandler(h generic.ErrorHandler) *ClientHolderBuilder {
-	b.events.OnError = h
+	b.settings.OnError = h
 	return b
 }
 
@@ -181,7 +181,7 @@ func (b *ClientHolderBuilder) WithErrorHandler(h generic.ErrorHandler) *ClientHo
 // Default: the logger of the context given to Start (klog.FromContext),
 // which is klog.Background() unless the caller put one there.
 func (b *ClientHolderBuilder) WithLogger(l logr.Logger) *ClientHolderBuilder {
-	b.events.Logger, b.events.LoggerSet = l, true
+	b.settings.Logger, b.settings.LoggerSet = l, true
 	return b
 }
 
@@ -203,9 +203,9 @@ func (b *ClientHolderBuilder) NewClientHolder() (*ClientHolder, error) {
 	switch {
 	case engine.IsNil(b.config):
 		errs = append(errs, fmt.Errorf("no config: %T is nil", b.config))
-	case b.kube == nil && b.events.Transport == nil:
+	case b.kube == nil && b.settings.Transport == nil:
 		errs = append(errs, fmt.Errorf("config %T: want a *rest.Config or an options.TransportConfig (*mqtt.Config, *kafka.Config, *grpc.Config, a TransportFunc)", b.config))
-	case b.kube == nil && (b.events.SourceID == "") == (b.events.ClusterName == ""):
+	case b.kube == nil && (b.settings.SourceID == "") == (b.settings.ClusterName == ""):
 		errs = append(errs, errors.New("set exactly one of WithSourceID (a hub) and WithClusterName (an agent)"))
 	}
 	for i, c := range b.codecs {
@@ -235,8 +235,8 @@ func (b *ClientHolderBuilder) NewClientHolder() (*ClientHolder, error) {
 		h.life.Events = h.events
 	}
 	opts := b.informerOpts
-	if b.events.ClusterName != "" {
-		opts = append([]workinformers.SharedInformerOption{workinformers.WithNamespace(b.events.ClusterName)}, opts...)
+	if b.settings.ClusterName != "" {
+		opts = append([]workinformers.SharedInformerOption{workinformers.WithNamespace(b.settings.ClusterName)}, opts...)
 	}
 	h.factory = workinformers.NewSharedInformerFactoryWithOptions(informerClient, b.resync, opts...)
 	if h.events != nil && len(b.informerOpts) == 0 {
@@ -245,7 +245,7 @@ func (b *ClientHolderBuilder) NewClientHolder() (*ClientHolder, error) {
 		// Options the factory keeps to itself (a namespace, list options,
 		// a transform) need client-go's own informer over the store.
 		h.factory.InformerFor(&workv1.ManifestWork{}, func(_ versioned.Interface, resync time.Duration) cache.SharedIndexInformer {
-			return h.events.Informer(b.events.ClusterName, resync)
+			return h.events.Informer(b.settings.ClusterName, resync)
 		})
 	}
 	h.informer = h.factory.Work().V1().ManifestWorks()
@@ -277,7 +277,7 @@ func (b *ClientHolderBuilder) buildEvents(h *ClientHolder) (*clientset, error) {
 		return nil, err
 	}
 	events, err := engine.New(engine.Config[*workv1.ManifestWork]{
-		Settings:      b.events,
+		Settings:      b.settings,
 		Kind:          manifestWorkKind(),
 		Scheme:        scheme,
 		Codecs:        codecs,

@@ -168,6 +168,7 @@ func New[T Object](cfg Config[T]) (*Events[T], error) {
 			return nil, err
 		}
 		if err := client.Subscribe(hb.onStatus); err != nil {
+			_ = tr.Close(context.Background())
 			return nil, err
 		}
 		hb.pub = newPublisher(noun, func(ctx context.Context, obj T) error { return hb.publish(ctx, client, obj) }, hb.log, onError)
@@ -191,6 +192,7 @@ func New[T Object](cfg Config[T]) (*Events[T], error) {
 		}
 		mb.client = client
 		if err := client.Subscribe(mb.onSpec); err != nil {
+			_ = tr.Close(context.Background())
 			return nil, err
 		}
 		e.b, e.client = mb, client
@@ -206,6 +208,7 @@ func New[T Object](cfg Config[T]) (*Events[T], error) {
 	}
 	ab.client = client
 	if err := client.Subscribe(ab.onSpec); err != nil {
+		_ = tr.Close(context.Background())
 		return nil, err
 	}
 	ab.pub = newPublisher(noun, ab.publish, ab.log, onError)
