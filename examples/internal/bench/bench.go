@@ -186,11 +186,11 @@ type Result struct {
 	// agents together; HubHeapPerWork and AgentHeapPerWork split it (measured
 	// as the agents close, so only with the agent-resync phase). In
 	// production each side is a process of its own.
-	HeapPerWork      int `json:"heapBytesPerWork"`
-	HubHeapPerWork   int `json:"hubHeapBytesPerWork,omitempty"`
-	AgentHeapPerWork int `json:"agentHeapBytesPerWork,omitempty"`
-	PeakRSS          int `json:"peakRSSBytes"`
-	Goroutines       int `json:"goroutinesAtEnd"`
+	HeapPerWork      int   `json:"heapBytesPerWork"`
+	HubHeapPerWork   int   `json:"hubHeapBytesPerWork,omitempty"`
+	AgentHeapPerWork int   `json:"agentHeapBytesPerWork,omitempty"`
+	PeakRSS          int64 `json:"peakRSSBytes"`
+	Goroutines       int   `json:"goroutinesAtEnd"`
 	// BrokerDropped is how many messages the embedded broker dropped for
 	// subscribers that fell behind; absent where the broker does not tell.
 	// Periodic resync is off during a run, so a drop that is not healed by

@@ -1,25 +1,16 @@
 package bench
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
-	"fmt"
 	"net"
 	"strings"
-	"sync"
 	"sync/atomic"
 
 	cloudevents "github.com/cloudevents/sdk-go/v2/event"
 	"github.com/go-logr/logr"
 	grpclib "google.golang.org/grpc"
 	"google.golang.org/grpc/stats"
-	"k8s.io/apimachinery/pkg/api/meta"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/utils/ptr"
-	workv1 "open-cluster-management.io/api/work/v1"
 
 	"github.com/workwire/sdk-go/examples/internal/cmdutil"
 	"github.com/workwire/sdk-go/options"
@@ -146,79 +137,6 @@ func transports(brokers []Broker) []string {
 }
 
 var everything = labels.Everything()
-
-// rawDeployment is a Deployment manifest of about size bytes named name.
-func rawDeployment(name string, size int) runtime.RawExtension {
-	tmpl := deploymentTemplate(size)
-	return runtime.RawExtension{Raw: bytes.ReplaceAll(tmpl, []byte(placeholder), []byte(name))}
-}
-
-const placeholder = "NAME-PLACEHOLDER"
-
-var templates sync.Map // size → []byte
-
-func deploymentTemplate(size int) []byte {
-	if t, ok := templates.Load(size); ok {
-		return t.([]byte)
-	}
-	t := buildDeployment(placeholder, size).Raw
-	templates.Store(size, t)
-	return t
-}
-
-// buildDeployment is a Deployment manifest padded to about size bytes with
-// realistic content: labels, annotations, env, resources, probes.
-func buildDeployment(name string, size int) runtime.RawExtension {
-	env := []map[string]string{}
-	d := map[string]any{
-		"apiVersion": "apps/v1", "kind": "Deployment",
-		"metadata": map[string]any{
-			"name": name, "namespace": "default",
-			"labels":      map[string]string{"app": name, "team": "platform", "tier": "web"},
-			"annotations": map[string]string{"workwire.io/bench": "true"},
-		},
-		"spec": map[string]any{
-			"replicas": 2,
-			"selector": map[string]any{"matchLabels": map[string]string{"app": name}},
-			"template": map[string]any{
-				"metadata": map[string]any{"labels": map[string]string{"app": name}},
-				"spec": map[string]any{"containers": []any{map[string]any{
-					"name": "web", "image": "registry.example.com/web:1.27.3",
-					"ports":          []any{map[string]any{"containerPort": 8080, "name": "http"}},
-					"resources":      map[string]any{"requests": map[string]string{"cpu": "100m", "memory": "128Mi"}, "limits": map[string]string{"memory": "256Mi"}},
-					"readinessProbe": map[string]any{"httpGet": map[string]any{"path": "/healthz", "port": 8080}, "periodSeconds": 10},
-					"env":            &env,
-				}}},
-			},
-		},
-	}
-	raw, _ := json.Marshal(d)
-	for i := 0; len(raw) < size; i++ {
-		// Settings of up to 64 characters until the manifest is big enough.
-		pad := size - len(raw) - len(`,{"name":"SETTING_00","value":""}`)
-		env = append(env, map[string]string{"name": fmt.Sprintf("SETTING_%02d", i), "value": strings.Repeat("x", min(max(pad, 1), 64))})
-		raw, _ = json.Marshal(d)
-	}
-	return runtime.RawExtension{Raw: raw}
-}
-
-// applyStatus sets what an agent reports for w: Applied and Available, and
-// status feedback.
-func applyStatus(w *workv1.ManifestWork) {
-	for _, c := range []string{workv1.WorkApplied, workv1.WorkAvailable} {
-		meta.SetStatusCondition(&w.Status.Conditions, metav1.Condition{
-			Type: c, Status: metav1.ConditionTrue, Reason: "AppliedManifestWorkComplete", ObservedGeneration: w.Generation,
-		})
-	}
-	w.Status.ResourceStatus.Manifests = []workv1.ManifestCondition{{
-		ResourceMeta: workv1.ManifestResourceMeta{Group: "apps", Version: "v1", Kind: "Deployment", Resource: "deployments", Name: w.Name, Namespace: "default"},
-		StatusFeedbacks: workv1.StatusFeedbackResult{Values: []workv1.FeedbackValue{
-			{Name: "replicas", Value: workv1.FieldValue{Type: workv1.Integer, Integer: ptr.To[int64](2)}},
-			{Name: "readyReplicas", Value: workv1.FieldValue{Type: workv1.Integer, Integer: ptr.To[int64](2)}},
-		}},
-		Conditions: []metav1.Condition{{Type: workv1.ManifestApplied, Status: metav1.ConditionTrue, Reason: "AppliedManifestComplete", LastTransitionTime: metav1.Now()}},
-	}}
-}
 
 type workEvent struct{ evt *cloudevents.Event }
 

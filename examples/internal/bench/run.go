@@ -9,26 +9,23 @@ import (
 	"runtime"
 	"runtime/pprof"
 	"slices"
-	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/go-logr/logr"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	kubetypes "k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/cache"
-	"k8s.io/client-go/util/retry"
 	workv1 "open-cluster-management.io/api/work/v1"
 
 	"github.com/workwire/sdk-go/codec"
 	"github.com/workwire/sdk-go/generic"
 	"github.com/workwire/sdk-go/generic/types"
 	"github.com/workwire/sdk-go/internal/store"
+	"github.com/workwire/sdk-go/internal/testsupport/benchworks"
 	"github.com/workwire/sdk-go/options"
 	"github.com/workwire/sdk-go/work"
 )
@@ -65,7 +62,7 @@ func run(ctx context.Context, cfg config, progress io.Writer) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	b := &bench{cfg: cfg, env: e, works: buildWorks(cfg), progress: progress, res: &Result{
+	b := &bench{cfg: cfg, env: e, works: benchworks.Works(cfg.works, cfg.clusters, cfg.manifestBytes), progress: progress, res: &Result{
 		Transport: cfg.transport, ContentMode: cfg.contentMode, Compression: cfg.compression, Clusters: cfg.clusters, Works: cfg.works, ManifestBytes: cfg.manifestBytes, RateLimit: "default", SpecWindow: cfg.specWindow,
 	}}
 	if cfg.noRateLimit {
@@ -122,27 +119,12 @@ func (b *bench) finish() *Result {
 	b.closeAll()
 	b.env.Close()
 	time.Sleep(100 * time.Millisecond) // goroutines on their way out, not leaks
-	b.res.PeakRSS = peakRSS()
+	b.res.PeakRSS = benchworks.PeakRSS()
 	b.res.Goroutines = runtime.NumGoroutine()
 	return b.res
 }
 
-func (b *bench) clusterOf(i int) string { return fmt.Sprintf("cluster-%d", i%b.cfg.clusters) }
-
-// buildWorks makes the works: a Deployment of about manifestBytes each.
-func buildWorks(cfg config) []*workv1.ManifestWork {
-	works := make([]*workv1.ManifestWork, cfg.works)
-	for i := range works {
-		name := fmt.Sprintf("work-%d", i)
-		works[i] = &workv1.ManifestWork{
-			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: fmt.Sprintf("cluster-%d", i%cfg.clusters), Labels: map[string]string{"bench": "true"}},
-			Spec: workv1.ManifestWorkSpec{Workload: workv1.ManifestsTemplate{Manifests: []workv1.Manifest{
-				{RawExtension: rawDeployment(name, cfg.manifestBytes)},
-			}}},
-		}
-	}
-	return works
-}
+func (b *bench) clusterOf(i int) string { return benchworks.ClusterName(i, b.cfg.clusters) }
 
 // sourceOpts and agentOpts: the SDK's defaults, except the rate limit when
 // asked, and no periodic resync in the middle of a measurement.
@@ -232,63 +214,17 @@ func closeHolder(h *work.ClientHolder) {
 	_ = h.Close(ctx)
 }
 
-// counter counts distinct names, for "every work has arrived".
-type counter struct {
-	mu   sync.Mutex
-	seen map[string]time.Time
-}
-
-// newCounter returns a counter with room for n names, so that filling it
-// does not count as the SDK's heap.
-func newCounter(n int) *counter { return &counter{seen: make(map[string]time.Time, n)} }
-
-func (c *counter) mark(name string) {
-	now := time.Now()
-	c.mu.Lock()
-	if _, ok := c.seen[name]; !ok {
-		c.seen[name] = now
-	}
-	c.mu.Unlock()
-}
-
-func (c *counter) count() int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return len(c.seen)
-}
-
 // wait reports progress until done() reaches total or ctx ends.
 func (b *bench) wait(ctx context.Context, phase string, total int, done func() int) error {
-	begin := time.Now()
-	tick := time.NewTicker(10 * time.Millisecond)
-	defer tick.Stop()
-	lastPrint := time.Now()
-	for {
-		n := done()
-		if time.Since(lastPrint) >= time.Second || n >= total {
-			elapsed := time.Since(begin)
-			fmt.Fprintf(b.progress, "\r%-13s %8d/%d  %8.0f/s  %v   ", phase, n, total, float64(n)/max(elapsed.Seconds(), 1e-9), elapsed.Round(time.Second))
-			lastPrint = time.Now()
-		}
-		if n >= total {
-			fmt.Fprintln(b.progress)
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			fmt.Fprintln(b.progress)
-			err := fmt.Errorf("%d of %d after %v: %w", n, total, time.Since(begin).Round(time.Millisecond), ctx.Err())
-			if b.env.Dropped != nil {
-				if lost := b.env.Dropped(); lost > 0 {
-					// What a deployment's periodic resync would heal stays
-					// lost here, so that resyncs do not disturb the figures.
-					err = fmt.Errorf("%w; the broker dropped %d messages for slow subscribers, and the bench turns periodic resync off", err, lost)
-				}
-			}
-			return err
-		case <-tick.C:
+	err := benchworks.Wait(ctx, b.progress, phase, total, done)
+	if err != nil && b.env.Dropped != nil {
+		if lost := b.env.Dropped(); lost > 0 {
+			// What a deployment's periodic resync would heal stays lost
+			// here, so that resyncs do not disturb the figures.
+			err = fmt.Errorf("%w; the broker dropped %d messages for slow subscribers, and the bench turns periodic resync off", err, lost)
 		}
 	}
+	return err
 }
 
 func rate(n int, d time.Duration) float64 { return float64(n) / d.Seconds() }
@@ -383,9 +319,9 @@ func (b *bench) deliver(ctx context.Context) (PhaseResult, error) {
 	// The bench's own bookkeeping comes after the hub's baseline and before
 	// the agents': it is gone by the time the hub is measured alone (see
 	// agentResync), so it must be in neither side's growth.
-	arrived := newCounter(len(b.works))
+	arrived := benchworks.NewCounter(len(b.works))
 	created := make(map[string]time.Time, len(b.works))
-	if err := b.startAgents(ctx, func(w *workv1.ManifestWork) { arrived.mark(w.Name) }); err != nil {
+	if err := b.startAgents(ctx, func(w *workv1.ManifestWork) { arrived.Mark(w.Name) }); err != nil {
 		return PhaseResult{}, err
 	}
 	b.heapEmpty = heapInUse()
@@ -396,7 +332,7 @@ func (b *bench) deliver(ctx context.Context) (PhaseResult, error) {
 			return PhaseResult{}, err
 		}
 	}
-	if err := b.wait(ctx, "deliver", len(b.works), arrived.count); err != nil {
+	if err := b.wait(ctx, "deliver", len(b.works), arrived.Count); err != nil {
 		return PhaseResult{}, err
 	}
 	d := time.Since(begin)
@@ -408,11 +344,7 @@ func (b *bench) deliver(ctx context.Context) (PhaseResult, error) {
 		}
 	}
 	lat := make([]time.Duration, 0, len(created))
-	arrived.mu.Lock()
-	for name, at := range arrived.seen {
-		lat = append(lat, at.Sub(created[name]))
-	}
-	arrived.mu.Unlock()
+	arrived.Arrivals(func(name string, at time.Time) { lat = append(lat, at.Sub(created[name])) })
 	slices.Sort(lat)
 	return PhaseResult{Duration: d, WorksPerSec: rate(len(b.works), d), P50: lat[len(lat)/2], P99: lat[len(lat)*99/100]}, nil
 }
@@ -428,12 +360,12 @@ func (b *bench) agentResync(ctx context.Context) (PhaseResult, error) {
 	hub := settledHeap()
 	b.res.HubHeapPerWork = perWork(hub, b.heapHubOnly, len(b.works))
 	b.res.AgentHeapPerWork = max(b.res.HeapPerWork-b.res.HubHeapPerWork, 0)
-	arrived := newCounter(len(b.works))
+	arrived := benchworks.NewCounter(len(b.works))
 	begin := time.Now()
-	if err := b.startAgents(ctx, func(w *workv1.ManifestWork) { arrived.mark(w.Name) }); err != nil {
+	if err := b.startAgents(ctx, func(w *workv1.ManifestWork) { arrived.Mark(w.Name) }); err != nil {
 		return PhaseResult{}, err
 	}
-	if err := b.wait(ctx, "agent-resync", len(b.works), arrived.count); err != nil {
+	if err := b.wait(ctx, "agent-resync", len(b.works), arrived.Count); err != nil {
 		return PhaseResult{}, err
 	}
 	d := time.Since(begin)
@@ -445,11 +377,11 @@ func (b *bench) status(ctx context.Context) (PhaseResult, error) {
 	if b.hub == nil || b.agents == nil {
 		return PhaseResult{}, errors.New("needs the deliver phase first")
 	}
-	seen := newCounter(len(b.works))
+	seen := benchworks.NewCounter(len(b.works))
 	reg, err := b.hub.ManifestWorkInformer().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
 		UpdateFunc: func(_, obj any) {
 			if w := obj.(*workv1.ManifestWork); meta.IsStatusConditionTrue(w.Status.Conditions, workv1.WorkApplied) {
-				seen.mark(w.Name)
+				seen.Mark(w.Name)
 			}
 		},
 	})
@@ -470,7 +402,7 @@ func (b *bench) status(ctx context.Context) (PhaseResult, error) {
 		})
 	}
 	defer reporters.Wait()
-	if err := b.wait(ctx, "status", len(b.works), seen.count); err != nil {
+	if err := b.wait(ctx, "status", len(b.works), seen.Count); err != nil {
 		if cause := context.Cause(ctx); cause != nil && !errors.Is(cause, err) {
 			return PhaseResult{}, cause
 		}
@@ -481,32 +413,17 @@ func (b *bench) status(ctx context.Context) (PhaseResult, error) {
 }
 
 // reportApplied updates the status of every work the agent holds, as a
-// work agent's controller does: from its lister, and on a Conflict (the
-// cache was behind) again from a fresh read.
+// work agent's controller does.
 func reportApplied(ctx context.Context, a *agentHolder) error {
 	works := a.holder.WorkInterface().WorkV1().ManifestWorks(a.cluster)
 	list, err := a.holder.ManifestWorkInformer().Lister().ManifestWorks(a.cluster).List(everything)
 	if err != nil {
 		return err
 	}
-	for _, cached := range list {
-		w := cached.DeepCopy()
-		err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-			applyStatus(w)
-			_, err := works.UpdateStatus(ctx, w, metav1.UpdateOptions{})
-			if apierrors.IsConflict(err) {
-				if w, err = works.Get(ctx, cached.Name, metav1.GetOptions{}); err != nil {
-					return err
-				}
-				return apierrors.NewConflict(workv1.Resource("manifestworks"), cached.Name, errors.New("the cache was behind"))
-			}
-			return err
-		})
-		if err != nil {
-			return fmt.Errorf("update status of %s: %w", cached.Name, err)
-		}
-	}
-	return nil
+	return benchworks.ReportApplied(ctx, works, list, func(ctx context.Context, w *workv1.ManifestWork) error {
+		_, err := works.UpdateStatus(ctx, w, metav1.UpdateOptions{})
+		return err
+	})
 }
 
 // hubResync: the hub restarts with its works persisted but no statuses (a
@@ -522,10 +439,10 @@ func (b *bench) hubResync(ctx context.Context) (PhaseResult, error) {
 			return PhaseResult{}, err
 		}
 		for i := range list.Items {
-			w := list.Items[i].DeepCopy()
+			w := &list.Items[i] // List copied it: the store can keep it
 			w.Status = workv1.ManifestWorkStatus{}
 			w.ResourceVersion = ""
-			if _, err := persisted.Create(w); err != nil {
+			if err := persisted.Put(w); err != nil {
 				return PhaseResult{}, err
 			}
 		}
@@ -533,7 +450,7 @@ func (b *bench) hubResync(ctx context.Context) (PhaseResult, error) {
 	closeHolder(b.hub)
 	b.hub = nil
 
-	seen := newCounter(len(b.works))
+	seen := benchworks.NewCounter(len(b.works))
 	var opts []generic.SourceOption
 	for _, o := range b.clientOpts() {
 		opts = append(opts, o)
@@ -550,7 +467,7 @@ func (b *bench) hubResync(ctx context.Context) (PhaseResult, error) {
 	if err := src.Subscribe(func(_ context.Context, _ types.EventType, status *workv1.ManifestWork) error {
 		if meta.IsStatusConditionTrue(status.Status.Conditions, workv1.WorkApplied) {
 			if w, ok := persisted.PeekUID(status.UID); ok {
-				seen.mark(w.Name)
+				seen.Mark(w.Name)
 			}
 		}
 		return nil
@@ -562,7 +479,7 @@ func (b *bench) hubResync(ctx context.Context) (PhaseResult, error) {
 		return PhaseResult{}, err
 	}
 	defer src.Close(context.Background())
-	if err := b.wait(ctx, "hub-resync", len(b.works), seen.count); err != nil {
+	if err := b.wait(ctx, "hub-resync", len(b.works), seen.Count); err != nil {
 		return PhaseResult{}, err
 	}
 	d := time.Since(begin)
@@ -630,19 +547,4 @@ func writeHeapProfile(path string) error {
 	}
 	defer f.Close()
 	return pprof.WriteHeapProfile(f)
-}
-
-// peakRSS reads the process's high-water resident set (Linux), 0 elsewhere.
-func peakRSS() int {
-	data, err := os.ReadFile("/proc/self/status")
-	if err != nil {
-		return 0
-	}
-	for _, line := range strings.Split(string(data), "\n") {
-		if rest, ok := strings.CutPrefix(line, "VmHWM:"); ok {
-			kb, _ := strconv.Atoi(strings.TrimSuffix(strings.TrimSpace(rest), " kB"))
-			return kb << 10
-		}
-	}
-	return 0
 }
