@@ -149,6 +149,11 @@ const NoStatus = ""
 // may block. An error makes the client retry the event with backoff (unless a
 // newer event for the resource arrived) and is reported to the error handler.
 // A source's handler finds the status's order in ctx (StatusOrderFrom).
+//
+// A handler can see the same object more than once: brokers deliver at least
+// once, a resync sends again what a peer holds, and an error retries. Clients
+// drop only what they know to be older than what a handler took, so a
+// handler must be idempotent: make the state match obj, never add to it.
 type ResourceHandler[T Object] func(ctx context.Context, t types.EventType, obj T) error
 
 // Interface is what the source and the agent clients both offer.
