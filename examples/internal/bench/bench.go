@@ -30,12 +30,12 @@ import (
 	"io"
 	"os"
 	"runtime"
-	"runtime/pprof"
 	"slices"
 	"strings"
 	"time"
 
 	"github.com/workwire/sdk-go/examples/internal/cmdutil"
+	"github.com/workwire/sdk-go/internal/testsupport/benchworks"
 	"github.com/workwire/sdk-go/options/grpc/protocol"
 	"github.com/workwire/sdk-go/options/kafka/kafkatest"
 	"github.com/workwire/sdk-go/options/mqtt"
@@ -75,17 +75,11 @@ func Run(ctx context.Context, args []string, out, progress io.Writer, more ...Br
 	}
 	cfg.phases = strings.Split(*phases, ",")
 	runtime.MemProfileRate = *memProfileRate
-	if *cpuProfile != "" {
-		f, err := os.Create(*cpuProfile)
-		if err != nil {
-			return err
-		}
-		defer f.Close()
-		if err := pprof.StartCPUProfile(f); err != nil {
-			return err
-		}
-		defer pprof.StopCPUProfile()
+	stopProfile, err := benchworks.CPUProfile(*cpuProfile)
+	if err != nil {
+		return err
 	}
+	defer stopProfile()
 	res, err := run(ctx, cfg, progress)
 	if res != nil {
 		res.print(out)

@@ -315,7 +315,7 @@ func (b *bench) deliver(ctx context.Context) (PhaseResult, error) {
 	if err := b.startHub(ctx); err != nil {
 		return PhaseResult{}, err
 	}
-	b.heapHubOnly = heapInUse()
+	b.heapHubOnly = benchworks.LiveHeap()
 	// The bench's own bookkeeping comes after the hub's baseline and before
 	// the agents': it is gone by the time the hub is measured alone (see
 	// agentResync), so it must be in neither side's growth.
@@ -324,7 +324,7 @@ func (b *bench) deliver(ctx context.Context) (PhaseResult, error) {
 	if err := b.startAgents(ctx, func(w *workv1.ManifestWork) { arrived.Mark(w.Name) }); err != nil {
 		return PhaseResult{}, err
 	}
-	b.heapEmpty = heapInUse()
+	b.heapEmpty = benchworks.LiveHeap()
 	begin := time.Now()
 	for _, w := range b.works {
 		created[w.Name] = time.Now()
@@ -336,7 +336,7 @@ func (b *bench) deliver(ctx context.Context) (PhaseResult, error) {
 		return PhaseResult{}, err
 	}
 	d := time.Since(begin)
-	b.heapDelivered = heapInUse()
+	b.heapDelivered = benchworks.LiveHeap()
 	b.res.HeapPerWork = perWork(b.heapDelivered, b.heapEmpty, len(b.works))
 	if b.cfg.memProfile != "" {
 		if err := writeHeapProfile(b.cfg.memProfile); err != nil {
@@ -517,27 +517,19 @@ func perWork(after, before uint64, n int) int {
 	return int((after - before) / uint64(n))
 }
 
-// settledHeap is heapInUse once it stops falling (by less than 1 MiB in
+// settledHeap is the live heap once it stops falling (by less than 1 MiB in
 // 200ms), or after 10s.
 func settledHeap() uint64 {
-	h := heapInUse()
+	h := benchworks.LiveHeap()
 	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); {
 		time.Sleep(200 * time.Millisecond)
-		next := heapInUse()
+		next := benchworks.LiveHeap()
 		if next+1<<20 > h {
 			return min(h, next)
 		}
 		h = next
 	}
 	return h
-}
-
-// heapInUse is the live heap after a collection.
-func heapInUse() uint64 {
-	runtime.GC()
-	var m runtime.MemStats
-	runtime.ReadMemStats(&m)
-	return m.HeapAlloc
 }
 
 func writeHeapProfile(path string) error {

@@ -13,6 +13,8 @@ import (
 	"fmt"
 	"io"
 	"os"
+	goruntime "runtime"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"sync"
@@ -211,4 +213,32 @@ func PeakRSS() int64 {
 		}
 	}
 	return 0
+}
+
+// LiveHeap is the live heap in bytes, after a collection.
+func LiveHeap() uint64 {
+	goruntime.GC()
+	var m goruntime.MemStats
+	goruntime.ReadMemStats(&m)
+	return m.HeapAlloc
+}
+
+// CPUProfile starts profiling the CPU into the file at path, if path is
+// not empty; stop ends the profile and closes the file.
+func CPUProfile(path string) (stop func(), err error) {
+	if path == "" {
+		return func() {}, nil
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, err
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		f.Close()
+	}, nil
 }

@@ -10,7 +10,6 @@ import (
 	"os"
 	"runtime"
 	"runtime/debug"
-	"runtime/pprof"
 	"strings"
 	"sync"
 	"time"
@@ -55,17 +54,11 @@ func runMain(ctx context.Context, args []string, out, progress io.Writer) error 
 	if fs.NArg() > 0 {
 		return fmt.Errorf("%w: unexpected arguments %q", errUsage, fs.Args())
 	}
-	if *cpuProfile != "" {
-		f, err := os.Create(*cpuProfile)
-		if err != nil {
-			return err
-		}
-		defer f.Close()
-		if err := pprof.StartCPUProfile(f); err != nil {
-			return err
-		}
-		defer pprof.StopCPUProfile()
+	stopProfile, err := benchworks.CPUProfile(*cpuProfile)
+	if err != nil {
+		return err
 	}
+	defer stopProfile()
 	res, err := run(ctx, cfg, progress)
 	if res != nil {
 		res.print(out)
@@ -240,7 +233,7 @@ func run(ctx context.Context, cfg config, progress io.Writer) (*Result, error) {
 		pctx, cancel := context.WithTimeout(ctx, cfg.timeout)
 		dur, n, err := steps[name](pctx)
 		cancel()
-		p := PhaseResult{Name: name, Duration: dur, Count: n, HeapAlloc: heapAlloc(), PeakRSS: benchworks.PeakRSS()}
+		p := PhaseResult{Name: name, Duration: dur, Count: n, HeapAlloc: benchworks.LiveHeap(), PeakRSS: benchworks.PeakRSS()}
 		if dur > 0 {
 			p.WorksPerSec = float64(n) / dur.Seconds()
 		}

@@ -1,20 +1,11 @@
 package main
 
 import (
-	"runtime"
 	"sort"
 	"sync"
 
 	"github.com/go-logr/logr"
 )
-
-// heapAlloc is the live heap after a collection.
-func heapAlloc() uint64 {
-	runtime.GC()
-	var m runtime.MemStats
-	runtime.ReadMemStats(&m)
-	return m.HeapAlloc
-}
 
 // logCounts counts the lines both SDKs (and the libraries under them) log
 // at verbosity 0, by message, and discards them: neither SDK counts what
