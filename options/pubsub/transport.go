@@ -55,8 +55,9 @@ type Transport struct {
 	mu         sync.Mutex
 	started    bool
 	closed     bool
-	up         bool // Start has returned nil and no loss is reported
-	conns      int  // open connections to the service
+	up         bool                // Start has returned nil and no loss is reported
+	conns      map[uint64]struct{} // open connections to the service, by connWatcher's tags
+	lastConn   uint64              // the last tag connWatcher gave
 	client     *pubsub.Client
 	conn       *grpc.ClientConn // ours when DisableTLS, else nil
 	publishers map[options.Role]*pubsub.Publisher
@@ -195,7 +196,7 @@ func (t *Transport) Start(ctx context.Context, subs []options.Subscription, r op
 	t.client, t.publishers, t.cancel = client, publishers, cancel
 	// Up unless the connection that answered closed meanwhile; then the
 	// next to open counts as the way back.
-	t.up = t.conns > 0
+	t.up = len(t.conns) > 0
 	for _, s := range resolved {
 		t.receiving.Add(1)
 		go t.receive(recvCtx, client, s)
@@ -281,7 +282,7 @@ func topicID(name string) string {
 // call; every connection it makes reports to the transport's stats
 // handler, which tells the transport when the service is out of reach.
 func (t *Transport) newClient(ctx context.Context) (*pubsub.Client, error) {
-	dial := []grpc.DialOption{grpc.WithStatsHandler(connCounter{t})}
+	dial := []grpc.DialOption{grpc.WithStatsHandler(connWatcher{t})}
 	if k := t.cfg.KeepaliveSettings; k != nil {
 		dial = append(dial, grpc.WithKeepaliveParams(keepalive.ClientParameters{
 			Time: time.Duration(k.Time), Timeout: time.Duration(k.Timeout), PermitWithoutStream: k.PermitWithoutStream,
@@ -614,41 +615,59 @@ func (t *Transport) closeClient(client *pubsub.Client) {
 	}
 }
 
-// connCounter is a gRPC stats handler that counts the transport's open
-// connections to the service: when the last one closes the service is out
-// of reach, and when one opens again it is back.
-type connCounter struct{ t *Transport }
+// connWatcher is a gRPC stats handler that follows the transport's
+// connections to the service. The service is out of reach when a
+// connection ends and none opened before it is still open. One opened
+// after it proves nothing: gRPC starts a replacement before it reports the
+// end of the connection it replaces, so the replacement may well have
+// opened after the service was lost, and then the service is back at once.
+type connWatcher struct{ t *Transport }
 
-func (c connCounter) TagRPC(ctx context.Context, _ *stats.RPCTagInfo) context.Context { return ctx }
-func (c connCounter) HandleRPC(context.Context, stats.RPCStats)                       {}
-func (c connCounter) TagConn(ctx context.Context, _ *stats.ConnTagInfo) context.Context {
-	return ctx
+type connTag struct{}
+
+func (c connWatcher) TagRPC(ctx context.Context, _ *stats.RPCTagInfo) context.Context { return ctx }
+func (c connWatcher) HandleRPC(context.Context, stats.RPCStats)                       {}
+
+// TagConn numbers connections in the order gRPC makes them.
+func (c connWatcher) TagConn(ctx context.Context, _ *stats.ConnTagInfo) context.Context {
+	t := c.t
+	t.mu.Lock()
+	t.lastConn++
+	n := t.lastConn
+	t.mu.Unlock()
+	return context.WithValue(ctx, connTag{}, n)
 }
 
-func (c connCounter) HandleConn(_ context.Context, s stats.ConnStats) {
+func (c connWatcher) HandleConn(ctx context.Context, s stats.ConnStats) {
 	t := c.t
+	n, _ := ctx.Value(connTag{}).(uint64)
 	t.mu.Lock()
 	var lost, back bool
 	switch s.(type) {
 	case *stats.ConnBegin:
-		t.conns++
-		back = t.conns == 1 && t.started && !t.up && t.client != nil && !t.closed
-		if back {
-			t.up = true
+		if t.conns == nil {
+			t.conns = map[uint64]struct{}{}
 		}
+		t.conns[n] = struct{}{}
+		back = t.started && !t.up && t.client != nil && !t.closed
 	case *stats.ConnEnd:
-		t.conns--
-		lost = t.conns == 0 && t.up && !t.closed
-		if lost {
-			t.up = false
+		delete(t.conns, n)
+		older := false
+		for m := range t.conns {
+			older = older || m < n
 		}
+		lost = !older && t.up && !t.closed
+		back = lost && len(t.conns) > 0
+	}
+	if lost || back {
+		t.up = back
 	}
 	r := t.recv
 	t.mu.Unlock()
-	switch {
-	case lost:
-		t.log.Info("connection lost; reconnecting", "to", "Pub/Sub", "err", t.tracker.Lost(errors.New("every connection to the service closed")))
-	case back:
+	if lost {
+		t.log.Info("connection lost; reconnecting", "to", "Pub/Sub", "err", t.tracker.Lost(errors.New("the connection to the service closed")))
+	}
+	if back {
 		t.tracker.Connected()
 		r.Connected()
 	}
