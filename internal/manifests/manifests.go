@@ -18,51 +18,53 @@ import (
 // Check returns what is wrong with w's manifests, each by its path.
 func Check(w *workv1.ManifestWork) field.ErrorList {
 	var errs field.ErrorList
-	path := field.NewPath("spec", "workload", "manifests")
 	for i, m := range w.Spec.Workload.Manifests {
 		raw := m.Raw
 		if raw == nil && m.Object != nil {
 			var err error
 			if raw, err = json.Marshal(m.Object); err != nil {
-				errs = append(errs, field.Invalid(path.Index(i), "", err.Error()))
+				errs = append(errs, field.Invalid(at(i), "", err.Error()))
 				continue
 			}
 		}
 		switch typed, object := typeOf(raw); {
 		case !object:
-			errs = append(errs, field.Invalid(path.Index(i), string(truncate(bytes.TrimSpace(raw), 64)), "must be a JSON object"))
+			errs = append(errs, field.Invalid(at(i), string(truncate(bytes.TrimSpace(raw), 64)), "must be a JSON object"))
 		case !typed:
-			errs = append(errs, field.Required(path.Index(i), "apiVersion and kind"))
+			errs = append(errs, field.Required(at(i), "apiVersion and kind"))
 		}
 	}
 	return errs
 }
 
+// at is the path of the i-th manifest, made only for an error: every
+// work a hub writes is checked.
+func at(i int) *field.Path { return field.NewPath("spec", "workload", "manifests").Index(i) }
+
 // typeOf reports whether raw is a JSON object, and whether its apiVersion
 // and kind are non-empty strings, in one pass and without allocating.
 func typeOf(raw []byte) (typed, object bool) {
 	i := jsonscan.SkipWS(raw, 0)
-	if i >= len(raw) || raw[i] != '{' || !jsonscan.Valid(raw) {
+	if i >= len(raw) || raw[i] != '{' {
 		return false, false
 	}
 	var apiVersion, kind bool
-	for i = jsonscan.SkipWS(raw, i+1); raw[i] != '}'; {
-		keyEnd, _, _ := jsonscan.SkipString(raw, i)
-		v := jsonscan.SkipWS(raw, jsonscan.SkipWS(raw, keyEnd)+1) // past the colon
-		end, _ := jsonscan.SkipValue(raw, v, 1)
+	m := jsonscan.ReadObject(raw, i, 0)
+	for m.Next() {
 		// A value is a non-empty string if it is more than its quotes;
 		// the last of a duplicated key counts, as encoding/json reads it.
 		// A key is compared as written: an escaped one is no match.
-		set := raw[v] == '"' && end-v > 2
-		switch string(raw[i+1 : keyEnd-1]) {
+		start, end := m.Value()
+		set := raw[start] == '"' && end-start > 2
+		switch string(m.Key()) {
 		case "apiVersion":
 			apiVersion = set
 		case "kind":
 			kind = set
 		}
-		if i = jsonscan.SkipWS(raw, end); raw[i] == ',' {
-			i = jsonscan.SkipWS(raw, i+1)
-		}
+	}
+	if end, ok := m.End(); !ok || jsonscan.SkipWS(raw, end) != len(raw) {
+		return false, false
 	}
 	return apiVersion && kind, true
 }
