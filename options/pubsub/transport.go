@@ -93,8 +93,9 @@ func New(cfg Config, opts ...Option) (*Transport, error) {
 	}
 	cfg = cfg.withDefaults()
 	t := &Transport{
-		cfg: cfg,
-		log: klog.Background(),
+		cfg:   cfg,
+		conns: map[uint64]struct{}{},
+		log:   klog.Background(),
 		backoff: options.Backoff{
 			Min: time.Duration(cfg.ReconnectMinBackoff),
 			Max: time.Duration(cfg.ReconnectMaxBackoff),
@@ -645,18 +646,17 @@ func (c connWatcher) HandleConn(ctx context.Context, s stats.ConnStats) {
 	var lost, back bool
 	switch s.(type) {
 	case *stats.ConnBegin:
-		if t.conns == nil {
-			t.conns = map[uint64]struct{}{}
-		}
 		t.conns[n] = struct{}{}
 		back = t.started && !t.up && t.client != nil && !t.closed
 	case *stats.ConnEnd:
 		delete(t.conns, n)
-		older := false
+		lost = t.up && !t.closed
 		for m := range t.conns {
-			older = older || m < n
+			if m < n { // open all along: the service never went away
+				lost = false
+				break
+			}
 		}
-		lost = !older && t.up && !t.closed
 		back = lost && len(t.conns) > 0
 	}
 	if lost || back {
