@@ -340,34 +340,36 @@ func (a *AgentClient[T]) answerResync(ctx context.Context, source string, dt typ
 		}
 		sess.Hold(byUID(objs))
 	}
-	if sess.Answered(index) {
-		return nil
-	}
 	codec, err := c.codecs.get(dt)
 	if err != nil {
 		return &dropError{reason: DropUnknownDataType, err: err}
 	}
-	var sends []func() error
-	for _, e := range req.StatusHashes {
-		// The request names every cluster's resources; only ours count.
-		obj, ok := sess.Name(e.ResourceID)
-		if !ok {
-			continue
+	if !sess.Answered(index) { // else a redelivered batch, or a retry of what is left
+		var sends []func() error
+		for _, e := range req.StatusHashes {
+			// The request names every cluster's resources; only ours count.
+			obj, ok := sess.Name(e.ResourceID)
+			if !ok {
+				continue
+			}
+			h, err := c.hash(obj)
+			if err != nil {
+				c.cfg.errorHandler(c.ctx, err, "status resync: cannot hash status; sending it", "resourceID", e.ResourceID)
+			} else if h == e.StatusHash {
+				continue
+			}
+			sends = append(sends, func() error { return a.sendStatus(ctx, codec, obj, sess.State) })
 		}
-		h, err := c.hash(obj)
-		if err != nil {
-			c.cfg.errorHandler(c.ctx, err, "status resync: cannot hash status; sending it", "resourceID", e.ResourceID)
-		} else if h == e.StatusHash {
-			continue
+		if err := sess.Send(sends); err != nil {
+			return err
 		}
-		sends = append(sends, func() error { return a.sendStatus(ctx, codec, obj, sess.State) })
+		sess.Finish(index)
 	}
-	if err := sess.Send(sends); err != nil {
-		return err
-	}
-	if !sess.Finish(index) {
+	if !sess.Complete() {
 		return nil
 	}
+	// Called again after a send of this failed, it resumes with what is
+	// left.
 	if err := sess.AnswerUnnamed(func(obj T) error { return a.sendStatus(ctx, codec, obj, sess.State) }); err != nil {
 		return err
 	}

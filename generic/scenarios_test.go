@@ -19,6 +19,7 @@ import (
 
 	"github.com/workwire/sdk-go/generic"
 	"github.com/workwire/sdk-go/generic/types"
+	"github.com/workwire/sdk-go/internal/resync"
 	"github.com/workwire/sdk-go/internal/testsupport/mosquitto"
 	"github.com/workwire/sdk-go/options"
 	"github.com/workwire/sdk-go/options/memory"
@@ -57,6 +58,8 @@ var scenarios = []scenario{
 	{name: "RestartedSourceRepairsVersions", run: scenarioRestartedSourceRepairsVersions},
 	{name: "OrphansWaitForTheGracePeriod", run: scenarioOrphansWaitForTheGracePeriod},
 	{name: "StatusResyncWhenSourceRestarts", run: scenarioStatusResyncWhenSourceRestarts},
+	{name: "StatusResyncAnswerResumesAfterAFailedSend", run: scenarioStatusResyncAnswerResumesAfterAFailedSend},
+	{name: "SpecResyncAnswerResumesAfterAFailedSend", run: scenarioSpecResyncAnswerResumesAfterAFailedSend},
 	{name: "AgentRestartResyncsWhatWasMissed", run: scenarioAgentRestartResyncsWhatWasMissed},
 	{name: "BrokerRestartMidStreamLosesNothing", run: scenarioBrokerRestartMidStreamLosesNothing, needRestart: true},
 	{name: "MalformedEventsDoNotStopTheSubscription", run: scenarioMalformedEventsDoNotStopTheSubscription},
@@ -433,6 +436,62 @@ func scenarioStatusResyncWhenSourceRestarts(t *testing.T, e *env) {
 	if n := restarted.calls(uids[1]); n != 0 {
 		t.Errorf("the status whose hash matched was resent %d times", n)
 	}
+}
+
+// A source that restarted with no status at all asks for every one; the
+// agent's answer sends each without being named. A send that fails midway
+// (a broker that did not acknowledge in time) stops the answer, and its
+// retry sends the rest.
+func scenarioStatusResyncAnswerResumesAfterAFailedSend(t *testing.T, e *env) {
+	hubStore, agentStore := newStore(), newStore()
+	const n = 3 * resync.Senders // more than one round of sends: the failure stops the answer midway
+	for i := range n {
+		w := newWidget(e.src, e.c1, fmt.Sprint("w", i), "s", 1)
+		hubStore.put(w)
+		applied := *w
+		applied.Status = "applied"
+		agentStore.put(&applied)
+	}
+	startAgent(t, &failOnce{Transport: e.transport(t), role: options.RoleStatus, nth: 2}, e.c1, agentStore)
+	startSource(t, e.src, e.transport(t), hubStore)
+	eventually(t, "the source has every status", func() bool {
+		for i := range n {
+			if w, _ := hubStore.get(fmt.Sprint("uid-", e.c1, "-w", i)); w.Status != "applied" {
+				return false
+			}
+		}
+		return true
+	})
+}
+
+// An agent that starts with nothing asks for every spec; the source's
+// answer sends each without being named. A send that fails midway stops
+// the answer, and its retry sends the rest.
+func scenarioSpecResyncAnswerResumesAfterAFailedSend(t *testing.T, e *env) {
+	hubStore := newStore()
+	const n = 3 * resync.Senders
+	for i := range n {
+		hubStore.put(newWidget(e.src, e.c1, fmt.Sprint("w", i), "s", 1))
+	}
+	startSource(t, e.src, &failOnce{Transport: e.transport(t), role: options.RoleSpec, nth: 2}, hubStore)
+	agent := startAgent(t, e.transport(t), e.c1, newStore())
+	eventually(t, "the agent has every spec", func() bool { return agent.store.len() == n })
+}
+
+// failOnce fails the nth send of role once, as a broker that does not
+// acknowledge in time does.
+type failOnce struct {
+	options.Transport
+	role options.Role
+	nth  int
+	sent atomic.Int32
+}
+
+func (f *failOnce) Send(ctx context.Context, r options.Route, evt *cloudevents.Event) error {
+	if r.Role == f.role && int(f.sent.Add(1)) == f.nth {
+		return errors.New("no acknowledgement in time")
+	}
+	return f.Transport.Send(ctx, r, evt)
 }
 
 func scenarioAgentRestartResyncsWhatWasMissed(t *testing.T, e *env) {

@@ -91,11 +91,12 @@ func (s *Session[H, X]) Name(id string) (h H, ok bool) {
 	return h, ok
 }
 
-// Finish marks batch index answered and reports whether every batch is.
-func (s *Session[H, X]) Finish(index int) (complete bool) {
-	s.got[index] = true
-	return len(s.got) >= s.total
-}
+// Finish marks batch index answered.
+func (s *Session[H, X]) Finish(index int) { s.got[index] = true }
+
+// Complete reports whether every batch is answered: what no batch named is
+// then left to send (AnswerUnnamed).
+func (s *Session[H, X]) Complete() bool { return len(s.got) >= s.total }
 
 // AnswerUnnamed sends each held resource no batch named, which the
 // request's sender lacks, Senders at a time, counting what it sent in Sent.

@@ -1,7 +1,9 @@
 package resync
 
 import (
+	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -63,7 +65,8 @@ func TestSessionAssemblesBatches(t *testing.T) {
 	if _, ok := s.Name("zz"); ok {
 		t.Error("zz is held")
 	}
-	if s.Finish(0) {
+	s.Finish(0)
+	if s.Complete() {
 		t.Fatal("complete after one batch of two")
 	}
 	again, fresh := ss.Open("c1", "req1", 2, time.Minute, now)
@@ -71,7 +74,8 @@ func TestSessionAssemblesBatches(t *testing.T) {
 		t.Fatalf("the second batch's session: fresh %v, same %v", fresh, again == s)
 	}
 	s.Name("b")
-	if !s.Finish(1) {
+	s.Finish(1)
+	if !s.Complete() {
 		t.Fatal("not complete after both batches")
 	}
 	var mu sync.Mutex // the sends run at once
@@ -136,5 +140,63 @@ func TestParallel(t *testing.T) {
 	})
 	if err != nil || slices.Contains(done, false) || most.Load() > 4 {
 		t.Errorf("Parallel of 200 by 4: %v, all done %v, at most %d at once", err, !slices.Contains(done, false), most.Load())
+	}
+}
+
+// specSource holds one version of each resource, and fails its send of
+// failAt once.
+type specSource struct {
+	held   map[string]int64
+	failAt string
+	mu     sync.Mutex
+	failed bool
+	sent   []string
+}
+
+func (s *specSource) List(context.Context) (map[string]string, error) {
+	out := map[string]string{}
+	for id := range s.held {
+		out[id] = id
+	}
+	return out, nil
+}
+
+func (s *specSource) Held(id string) Held { return Held{Version: s.held[id]} }
+
+func (s *specSource) Repair(_ context.Context, id string, _ int64) (string, error) { return id, nil }
+
+func (s *specSource) Send(_ context.Context, id string, _ bool) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if id == s.failAt && !s.failed {
+		s.failed = true
+		return errors.New("no acknowledgement in time")
+	}
+	s.sent = append(s.sent, id)
+	return nil
+}
+
+func (s *specSource) DeleteOrphan(context.Context, types.ResourceVersion) error { return nil }
+
+// An answer whose send failed is called again, as a retry of its task
+// calls it: it sends what the failure left unsent, what no batch named
+// included, and finishes the session.
+func TestAnswerSpecResumesAfterAFailedSend(t *testing.T) {
+	src := &specSource{held: map[string]int64{}, failAt: "r0"}
+	for i := range 4 * Senders {
+		src.held[fmt.Sprint("r", i)] = 1
+	}
+	var ss Sessions[string, string, struct{}]
+	req := SpecRequest{ID: "req1", Index: 0, Total: 1} // an agent that holds nothing
+	if _, err := AnswerSpec(context.Background(), &ss, "c1", time.Minute, req, Orphans{Source: "hub1"}, src, nil); err == nil {
+		t.Fatal("the failed send did not end the answer")
+	}
+	a, err := AnswerSpec(context.Background(), &ss, "c1", time.Minute, req, Orphans{Source: "hub1"}, src, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	slices.Sort(src.sent)
+	if got := slices.Compact(src.sent); len(got) != len(src.held) || a.Done == nil {
+		t.Errorf("after the retry: %d of %d resources sent, done %v", len(got), len(src.held), a.Done != nil)
 	}
 }

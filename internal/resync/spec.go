@@ -145,35 +145,37 @@ func AnswerSpec[K comparable, H, X any](ctx context.Context, sessions *Sessions[
 		sess.Hold(held)
 	}
 	var a Answer[H, X]
-	if sess.Answered(req.Index) {
-		return a, nil // a redelivered batch
-	}
-	var sends []func() error
-	for _, e := range req.Entries {
-		h, ok := sess.Name(e.ResourceID)
-		v := Spec(held(src, h, ok), ok, e, req.Source, o)
-		if v == AgentAhead {
-			var err error
-			if h, err = src.Repair(ctx, h, e.ResourceVersion); err != nil {
-				return a, err
+	if !sess.Answered(req.Index) { // else a redelivered batch, or a retry of what is left
+		var sends []func() error
+		for _, e := range req.Entries {
+			h, ok := sess.Name(e.ResourceID)
+			v := Spec(held(src, h, ok), ok, e, req.Source, o)
+			if v == AgentAhead {
+				var err error
+				if h, err = src.Repair(ctx, h, e.ResourceVersion); err != nil {
+					return a, err
+				}
+				v = Spec(held(src, h, ok), ok, e, req.Source, o)
 			}
-			v = Spec(held(src, h, ok), ok, e, req.Source, o)
+			switch v {
+			case Send:
+				sends = append(sends, func() error { return src.Send(ctx, h, true) })
+			case DeleteOrphan:
+				sends = append(sends, func() error { return src.DeleteOrphan(ctx, e) })
+			case KeepOrphan:
+				a.Kept++
+			}
 		}
-		switch v {
-		case Send:
-			sends = append(sends, func() error { return src.Send(ctx, h, true) })
-		case DeleteOrphan:
-			sends = append(sends, func() error { return src.DeleteOrphan(ctx, e) })
-		case KeepOrphan:
-			a.Kept++
+		if err := sess.Send(sends); err != nil {
+			return a, err
 		}
+		sess.Finish(req.Index)
 	}
-	if err := sess.Send(sends); err != nil {
-		return a, err
-	}
-	if !sess.Finish(req.Index) {
+	if !sess.Complete() {
 		return a, nil
 	}
+	// Called again after a send of this failed, it resumes with what is
+	// left.
 	if err := sess.AnswerUnnamed(func(h H) error { return src.Send(ctx, h, false) }); err != nil {
 		return a, err
 	}
