@@ -344,7 +344,8 @@ func (a *AgentClient[T]) answerResync(ctx context.Context, source string, dt typ
 	if err != nil {
 		return &dropError{reason: DropUnknownDataType, err: err}
 	}
-	if !sess.Answered(index) { // else a redelivered batch, or a retry of what is left
+	send := func(obj T) error { return a.sendStatus(ctx, codec, obj, sess.State) }
+	done, err := sess.Answer(index, func() ([]func() error, error) {
 		var sends []func() error
 		for _, e := range req.StatusHashes {
 			// The request names every cluster's resources; only ours count.
@@ -358,19 +359,11 @@ func (a *AgentClient[T]) answerResync(ctx context.Context, source string, dt typ
 			} else if h == e.StatusHash {
 				continue
 			}
-			sends = append(sends, func() error { return a.sendStatus(ctx, codec, obj, sess.State) })
+			sends = append(sends, func() error { return send(obj) })
 		}
-		if err := sess.Send(sends); err != nil {
-			return err
-		}
-		sess.Finish(index)
-	}
-	if !sess.Complete() {
-		return nil
-	}
-	// Called again after a send of this failed, it resumes with what is
-	// left.
-	if err := sess.AnswerUnnamed(func(obj T) error { return a.sendStatus(ctx, codec, obj, sess.State) }); err != nil {
+		return sends, nil
+	}, send)
+	if err != nil || !done {
 		return err
 	}
 	a.sessions.Close(key, sess)

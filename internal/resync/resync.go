@@ -98,6 +98,33 @@ func (s *Session[H, X]) Finish(index int) { s.got[index] = true }
 // then left to send (AnswerUnnamed).
 func (s *Session[H, X]) Complete() bool { return len(s.got) >= s.total }
 
+// Answer answers batch index: the sends named returns for the resources
+// the batch names (found with Name), unless the batch was answered already
+// (a redelivery), then, once every batch is, each held resource no batch
+// named, with unnamed. It reports whether the whole answer is sent. At the
+// first error it stops and returns it; called again for the same batch
+// (the retry), it resumes: the batch's sends again if they failed, and of
+// what no batch named only what was not sent.
+func (s *Session[H, X]) Answer(index int, named func() ([]func() error, error), unnamed func(H) error) (done bool, err error) {
+	if !s.Answered(index) {
+		sends, err := named()
+		if err != nil {
+			return false, err
+		}
+		if err := s.Send(sends); err != nil {
+			return false, err
+		}
+		s.Finish(index)
+	}
+	if !s.Complete() {
+		return false, nil
+	}
+	if err := s.AnswerUnnamed(unnamed); err != nil {
+		return false, err
+	}
+	return true, nil
+}
+
 // AnswerUnnamed sends each held resource no batch named, which the
 // request's sender lacks, Senders at a time, counting what it sent in Sent.
 // At the first error send returns it starts no more sends and returns it

@@ -145,7 +145,7 @@ func AnswerSpec[K comparable, H, X any](ctx context.Context, sessions *Sessions[
 		sess.Hold(held)
 	}
 	var a Answer[H, X]
-	if !sess.Answered(req.Index) { // else a redelivered batch, or a retry of what is left
+	done, err := sess.Answer(req.Index, func() ([]func() error, error) {
 		var sends []func() error
 		for _, e := range req.Entries {
 			h, ok := sess.Name(e.ResourceID)
@@ -153,7 +153,7 @@ func AnswerSpec[K comparable, H, X any](ctx context.Context, sessions *Sessions[
 			if v == AgentAhead {
 				var err error
 				if h, err = src.Repair(ctx, h, e.ResourceVersion); err != nil {
-					return a, err
+					return nil, err
 				}
 				v = Spec(held(src, h, ok), ok, e, req.Source, o)
 			}
@@ -166,17 +166,9 @@ func AnswerSpec[K comparable, H, X any](ctx context.Context, sessions *Sessions[
 				a.Kept++
 			}
 		}
-		if err := sess.Send(sends); err != nil {
-			return a, err
-		}
-		sess.Finish(req.Index)
-	}
-	if !sess.Complete() {
-		return a, nil
-	}
-	// Called again after a send of this failed, it resumes with what is
-	// left.
-	if err := sess.AnswerUnnamed(func(h H) error { return src.Send(ctx, h, false) }); err != nil {
+		return sends, nil
+	}, func(h H) error { return src.Send(ctx, h, false) })
+	if err != nil || !done {
 		return a, err
 	}
 	sessions.Close(key, sess)
