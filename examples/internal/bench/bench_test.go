@@ -11,7 +11,10 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/workwire/sdk-go/codec"
 	"github.com/workwire/sdk-go/examples/internal/cmdutil"
+	"github.com/workwire/sdk-go/generic"
+	"github.com/workwire/sdk-go/generic/types"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -42,7 +45,7 @@ func TestBenchRunsEveryPhase(t *testing.T) {
 			}
 			var out bytes.Buffer
 			res.print(&out)
-			if !strings.Contains(out.String(), "deliver") || !strings.Contains(out.String(), "heap per work") {
+			if !strings.Contains(out.String(), "deliver") || !strings.Contains(out.String(), "heap per work") || !strings.Contains(out.String(), "sends that failed") {
 				t.Errorf("table:\n%s", out.String())
 			}
 		})
@@ -98,5 +101,20 @@ func TestBenchSaysWhereNATSAndPubSubRun(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), "go -C examples/brokers run ./bench -transport "+transport) {
 			t.Errorf("-transport %s: %v, want where it runs", transport, err)
 		}
+	}
+}
+
+// The clients' failures are counted, as their discarded logs would have
+// told them: only sends that failed, every skipped event, every resend.
+func TestBenchCountsWhatTheClientsLogsWouldSay(t *testing.T) {
+	var c clientCounts
+	et := types.EventType{DataType: codec.ManifestBundlesDataType, SubResource: types.SubResourceStatus, Action: types.UpdateRequest}
+	c.EventSent(generic.SideAgent, et, nil)
+	c.EventSent(generic.SideAgent, et, context.DeadlineExceeded)
+	c.EventSent(generic.SideSource, et, errors.New("refused"))
+	c.EventDropped(generic.SideSource, generic.DropOutOfOrder)
+	c.SpecResent(codec.ManifestBundlesDataType)
+	if got := [3]int64{c.sendsFailed.Load(), c.eventsDropped.Load(), c.specsResent.Load()}; got != [3]int64{2, 1, 1} {
+		t.Errorf("failed sends, skipped events, resent specs = %v, want [2 1 1]", got)
 	}
 }

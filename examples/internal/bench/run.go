@@ -40,6 +40,7 @@ type bench struct {
 	progress io.Writer
 	res      *Result
 	raw      float64 // works/s of the raw phase
+	counts   clientCounts
 
 	hub    *work.ClientHolder
 	agents []*agentHolder
@@ -116,6 +117,9 @@ func (b *bench) finish() *Result {
 		n := b.env.Dropped()
 		b.res.BrokerDropped = &n
 	}
+	b.res.SendsFailed = b.counts.sendsFailed.Load()
+	b.res.EventsDropped = b.counts.eventsDropped.Load()
+	b.res.SpecsResent = b.counts.specsResent.Load()
 	b.closeAll()
 	b.env.Close()
 	time.Sleep(100 * time.Millisecond) // goroutines on their way out, not leaks
@@ -129,7 +133,7 @@ func (b *bench) clusterOf(i int) string { return benchworks.ClusterName(i, b.cfg
 // sourceOpts and agentOpts: the SDK's defaults, except the rate limit when
 // asked, and no periodic resync in the middle of a measurement.
 func (b *bench) clientOpts() []generic.Option {
-	opts := []generic.Option{generic.WithResyncInterval(0), generic.WithLogger(logr.Discard())}
+	opts := []generic.Option{generic.WithResyncInterval(0), generic.WithLogger(logr.Discard()), generic.WithObserver(&b.counts)}
 	if b.cfg.noRateLimit {
 		opts = append(opts, generic.WithPublishRateLimit(0, 0))
 	}
@@ -223,6 +227,9 @@ func (b *bench) wait(ctx context.Context, phase string, total int, done func() i
 			// here, so that resyncs do not disturb the figures.
 			err = fmt.Errorf("%w; the broker dropped %d messages for slow subscribers, and the bench turns periodic resync off", err, lost)
 		}
+	}
+	if n := b.counts.sendsFailed.Load(); err != nil && n > 0 {
+		err = fmt.Errorf("%w; %d of the clients' sends failed (their logs are discarded)", err, n)
 	}
 	return err
 }
