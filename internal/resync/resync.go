@@ -57,7 +57,8 @@ type Session[H, X any] struct {
 	ID string
 	// State is the caller's.
 	State X
-	// Sent counts what the answer sent, for the caller to report.
+	// Sent counts the sends that succeeded, for the caller to report (a
+	// batch sent again on a retry counts again).
 	Sent int
 
 	created time.Time
@@ -77,12 +78,12 @@ func (s *Session[H, X]) Opened() time.Time { return s.created }
 // Held returns how many resources the answering side held.
 func (s *Session[H, X]) Held() int { return len(s.held) }
 
-// Answered reports whether batch index was answered already: a redelivery,
-// which needs no answer.
-func (s *Session[H, X]) Answered(index int) bool { return s.got[index] }
+// answered reports whether batch index was answered already: a
+// redelivery, which needs no answer.
+func (s *Session[H, X]) answered(index int) bool { return s.got[index] }
 
 // Name returns what is held of the resource id an entry names, and marks it
-// named so that Unnamed skips it.
+// named so that answerUnnamed skips it.
 func (s *Session[H, X]) Name(id string) (h H, ok bool) {
 	h, ok = s.held[id]
 	if ok {
@@ -91,46 +92,48 @@ func (s *Session[H, X]) Name(id string) (h H, ok bool) {
 	return h, ok
 }
 
-// Finish marks batch index answered.
-func (s *Session[H, X]) Finish(index int) { s.got[index] = true }
+// finish marks batch index answered.
+func (s *Session[H, X]) finish(index int) { s.got[index] = true }
 
-// Complete reports whether every batch is answered: what no batch named is
-// then left to send (AnswerUnnamed).
-func (s *Session[H, X]) Complete() bool { return len(s.got) >= s.total }
+// complete reports whether every batch is answered: what no batch named is
+// then left to send (answerUnnamed).
+func (s *Session[H, X]) complete() bool { return len(s.got) >= s.total }
 
 // Answer answers batch index: the sends named returns for the resources
 // the batch names (found with Name), unless the batch was answered already
 // (a redelivery), then, once every batch is, each held resource no batch
 // named, with unnamed. It reports whether the whole answer is sent. At the
 // first error it stops and returns it; called again for the same batch
-// (the retry), it resumes: the batch's sends again if they failed, and of
-// what no batch named only what was not sent.
+// (the retry), it resumes: all the batch's sends again if any failed (a
+// peer takes a resent version as the one it has), and of what no batch
+// named only what was not sent. Answer is the one way through a session's
+// steps: their order is what keeps a retry from losing what was not sent.
 func (s *Session[H, X]) Answer(index int, named func() ([]func() error, error), unnamed func(H) error) (done bool, err error) {
-	if !s.Answered(index) {
+	if !s.answered(index) {
 		sends, err := named()
 		if err != nil {
 			return false, err
 		}
-		if err := s.Send(sends); err != nil {
+		if err := s.sendAll(sends); err != nil {
 			return false, err
 		}
-		s.Finish(index)
+		s.finish(index)
 	}
-	if !s.Complete() {
+	if !s.complete() {
 		return false, nil
 	}
-	if err := s.AnswerUnnamed(unnamed); err != nil {
+	if err := s.answerUnnamed(unnamed); err != nil {
 		return false, err
 	}
 	return true, nil
 }
 
-// AnswerUnnamed sends each held resource no batch named, which the
+// answerUnnamed sends each held resource no batch named, which the
 // request's sender lacks, Senders at a time, counting what it sent in Sent.
 // At the first error send returns it starts no more sends and returns it
 // once those under way ended; called again, it resumes with what was not
 // sent. send is called from several goroutines at once.
-func (s *Session[H, X]) AnswerUnnamed(send func(H) error) error {
+func (s *Session[H, X]) answerUnnamed(send func(H) error) error {
 	var todo []string
 	for id := range s.held {
 		if _, named := s.named[id]; !named {
@@ -147,10 +150,10 @@ func (s *Session[H, X]) AnswerUnnamed(send func(H) error) error {
 	return err
 }
 
-// Send makes the sends a batch's answer needs, Senders at a time, and
+// sendAll makes the sends a batch's answer needs, Senders at a time, and
 // counts those that succeeded in Sent. At the first error it starts no
 // more and returns it once those under way ended.
-func (s *Session[H, X]) Send(sends []func() error) error {
+func (s *Session[H, X]) sendAll(sends []func() error) error {
 	done, err := Parallel(sends, Senders, func(send func() error) error { return send() })
 	for _, ok := range done {
 		if ok {

@@ -65,27 +65,27 @@ func TestSessionAssemblesBatches(t *testing.T) {
 	if _, ok := s.Name("zz"); ok {
 		t.Error("zz is held")
 	}
-	s.Finish(0)
-	if s.Complete() {
+	s.finish(0)
+	if s.complete() {
 		t.Fatal("complete after one batch of two")
 	}
 	again, fresh := ss.Open("c1", "req1", 2, time.Minute, now)
-	if fresh || again != s || !again.Answered(0) || again.Answered(1) {
+	if fresh || again != s || !again.answered(0) || again.answered(1) {
 		t.Fatalf("the second batch's session: fresh %v, same %v", fresh, again == s)
 	}
 	s.Name("b")
-	s.Finish(1)
-	if !s.Complete() {
+	s.finish(1)
+	if !s.complete() {
 		t.Fatal("not complete after both batches")
 	}
 	var mu sync.Mutex // the sends run at once
-	if err := s.AnswerUnnamed(func(h int) error {
+	if err := s.answerUnnamed(func(h int) error {
 		return errors.New("broker gone") // not counted
 	}); err == nil {
 		t.Fatal("a failed send did not end the answer")
 	}
 	var rest []string
-	if err := s.AnswerUnnamed(func(h int) error {
+	if err := s.answerUnnamed(func(h int) error {
 		mu.Lock()
 		defer mu.Unlock()
 		rest = append(rest, map[int]string{3: "c", 4: "d"}[h])
@@ -98,7 +98,7 @@ func TestSessionAssemblesBatches(t *testing.T) {
 		t.Errorf("unnamed after a failed answer: %v (%d sent); want c and d, 2 sent", rest, s.Sent)
 	}
 	n := 0
-	_ = s.AnswerUnnamed(func(int) error { n++; return nil })
+	_ = s.answerUnnamed(func(int) error { n++; return nil })
 	if n != 0 {
 		t.Errorf("%d unnamed after all were sent", n)
 	}
