@@ -190,9 +190,10 @@ type Result struct {
 	// Periodic resync is off during a run, so a drop that is not healed by
 	// a phase's own resync makes that phase time out.
 	BrokerDropped *int64 `json:"brokerDropped,omitempty"`
-	// SendsFailed counts the clients' sends that failed, each tried again
-	// (a holder's publisher retries, a resync answer resumes); a phase
-	// that runs slow with many of them waited on retries, not on work.
+	// SendsFailed counts the clients' sends that failed. A holder's
+	// publisher and a resync answer try such a send again unless its error
+	// is permanent: a phase that runs slow with many of them waited on
+	// retries, not on work.
 	SendsFailed int64 `json:"sendsFailed"`
 	// EventsDropped counts the events the clients received and skipped
 	// (stale, out of order, undecodable: generic.DropReason).
@@ -253,6 +254,6 @@ func (r *Result) print(w io.Writer) {
 	if r.BrokerDropped != nil {
 		fmt.Fprintf(w, "messages the broker dropped for slow subscribers: %d\n", *r.BrokerDropped)
 	}
-	fmt.Fprintf(w, "sends that failed and were tried again: %d   events the clients skipped: %d   specs the hub sent again: %d\n",
+	fmt.Fprintf(w, "client sends that failed: %d   events the clients skipped: %d   specs the hub sent again: %d\n",
 		r.SendsFailed, r.EventsDropped, r.SpecsResent)
 }
