@@ -51,6 +51,7 @@ import (
 	"github.com/workwire/sdk-go/generic"
 	"github.com/workwire/sdk-go/internal/engine"
 	"github.com/workwire/sdk-go/options"
+	"github.com/workwire/sdk-go/resource/agentstate"
 )
 
 // Object is what a holder carries: a pointer to a struct that embeds
@@ -150,6 +151,16 @@ func (b *HolderBuilder[T, L]) WithAgentOptions(opts ...generic.AgentOption) *Hol
 // 0, off.
 func (b *HolderBuilder[T, L]) WithStatusResend(d time.Duration) *HolderBuilder[T, L] {
 	b.settings.StatusResend = d
+	return b
+}
+
+// WithAgentState makes an agent holder keep every object it holds in s, and
+// start with what s holds, so that a delete made while the agent was down
+// reaches its controllers (see work.ClientHolderBuilder.WithAgentState and
+// package agentstate). Default: none. It is refused on a hub holder and on
+// a mirror.
+func (b *HolderBuilder[T, L]) WithAgentState(s agentstate.Store) *HolderBuilder[T, L] {
+	b.settings.State = s
 	return b
 }
 

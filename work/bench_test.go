@@ -13,6 +13,7 @@ import (
 	workv1 "open-cluster-management.io/api/work/v1"
 
 	"github.com/workwire/sdk-go/options/memory"
+	"github.com/workwire/sdk-go/resource/agentstate"
 	"github.com/workwire/sdk-go/work"
 )
 
@@ -22,7 +23,24 @@ import (
 // allocs/op and B/op count both sides and the transport.
 
 func BenchmarkCreateToAgentInformer(b *testing.B) {
-	hub, agent := benchHolders(b)
+	benchCreate(b, nil)
+}
+
+// What an agent state adds to each work's arrival: it is written before the
+// agent's informer has the work.
+func BenchmarkCreateToAgentInformerWithState(b *testing.B) {
+	b.Run("state=memory", func(b *testing.B) { benchCreate(b, agentstate.NewMemory()) })
+	b.Run("state=dir", func(b *testing.B) {
+		dir, err := agentstate.NewDir(b.TempDir())
+		if err != nil {
+			b.Fatal(err)
+		}
+		benchCreate(b, dir)
+	})
+}
+
+func benchCreate(b *testing.B, state agentstate.Store) {
+	hub, agent := benchHolders(b, state)
 	arrived := make(chan struct{}, 1)
 	if _, err := agent.ManifestWorkInformer().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc: func(any) { arrived <- struct{}{} },
@@ -42,7 +60,7 @@ func BenchmarkCreateToAgentInformer(b *testing.B) {
 }
 
 func BenchmarkUpdateStatusToHubInformer(b *testing.B) {
-	hub, agent := benchHolders(b)
+	hub, agent := benchHolders(b, nil)
 	ctx := context.Background()
 	const n = 100
 	for i := range n {
@@ -86,9 +104,15 @@ func BenchmarkUpdateStatusToHubInformer(b *testing.B) {
 	}
 }
 
-func benchHolders(b *testing.B) (hub, agent *work.ClientHolder) {
+// benchHolders starts a hub and an agent over one broker, the agent with
+// state (nil for none).
+func benchHolders(b *testing.B, state agentstate.Store) (hub, agent *work.ClientHolder) {
 	broker := memory.NewBroker()
 	hub = startHolder(b, hubBuilder(memoryTransport(broker), "hub1"))
-	agent = startHolder(b, agentBuilder(memoryTransport(broker), "cluster1"))
+	ab := agentBuilder(memoryTransport(broker), "cluster1")
+	if state != nil {
+		ab = ab.WithAgentState(state)
+	}
+	agent = startHolder(b, ab)
 	return hub, agent
 }

@@ -21,6 +21,7 @@ import (
 	"github.com/workwire/sdk-go/generic"
 	"github.com/workwire/sdk-go/internal/engine"
 	"github.com/workwire/sdk-go/options"
+	"github.com/workwire/sdk-go/resource/agentstate"
 )
 
 // Defaults of the builder.
@@ -161,6 +162,23 @@ func (b *ClientHolderBuilder) WithAgentOptions(opts ...generic.AgentOption) *Cli
 // off; it has no effect on a hub holder.
 func (b *ClientHolderBuilder) WithStatusResend(d time.Duration) *ClientHolderBuilder {
 	b.settings.StatusResend = d
+	return b
+}
+
+// WithAgentState makes an agent holder keep every work it holds in s, and
+// start with what s holds: an agent that restarts over the same state
+// still holds the works it held, so a source's delete made while it was
+// down reaches its controllers (as a deletionTimestamp on a work that keeps
+// their finalizers) and the source hears of it only once they are done.
+// Each change of a work is in s before the holder's informer shows it and
+// before the write that made it returns (see package agentstate). A
+// production agent needs it: agentstate.NewSecrets keeps the state on the
+// managed cluster. Default: none, and a restarted agent confirms at once
+// the deletes of every work it no longer holds, whatever it applied for
+// them. It is refused on a hub holder; over a *rest.Config it has no effect
+// (the kube-apiserver keeps the works).
+func (b *ClientHolderBuilder) WithAgentState(s agentstate.Store) *ClientHolderBuilder {
+	b.settings.State = s
 	return b
 }
 

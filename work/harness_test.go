@@ -111,6 +111,44 @@ const cleanupFinalizer = "test.workwire.io/cleanup"
 // finalizer on every work, reports every generation Applied, and on
 // deletion removes the finalizer (its "cleanup"). It stops with ctx.
 func runAgentController(ctx context.Context, t *testing.T, h *work.ClientHolder, cluster string) *sync.WaitGroup {
+	return runAgentControllerOn(ctx, t, h, cluster, nil)
+}
+
+// appliedSet is a cluster as runAgentControllerOn sees it: the works whose
+// manifests it applied and has not cleaned up. It is goroutine-safe.
+type appliedSet struct {
+	mu    sync.Mutex
+	names map[string]bool
+}
+
+func newAppliedSet() *appliedSet { return &appliedSet{names: make(map[string]bool)} }
+
+func (s *appliedSet) set(name string, applied bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if applied {
+		s.names[name] = true
+	} else {
+		delete(s.names, name)
+	}
+}
+
+func (s *appliedSet) has(name string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.names[name]
+}
+
+func (s *appliedSet) len() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.names)
+}
+
+// runAgentControllerOn is runAgentController applying to cluster, if it is
+// not nil: a work's manifests once it holds the finalizer, and their
+// removal before it lets the finalizer go.
+func runAgentControllerOn(ctx context.Context, t *testing.T, h *work.ClientHolder, cluster string, applied *appliedSet) *sync.WaitGroup {
 	q := workqueue.NewTypedRateLimitingQueue(workqueue.NewTypedItemExponentialFailureRateLimiter[string](time.Millisecond, 100*time.Millisecond))
 	inf := h.ManifestWorkInformer()
 	enqueue := func(obj any) {
@@ -138,7 +176,7 @@ func runAgentController(ctx context.Context, t *testing.T, h *work.ClientHolder,
 			if shutdown {
 				return
 			}
-			err := reconcileAgent(ctx, inf.Lister().ManifestWorks(cluster), client, name)
+			err := reconcileAgent(ctx, inf.Lister().ManifestWorks(cluster), client, name, applied)
 			if err != nil && ctx.Err() == nil {
 				q.AddRateLimited(name)
 			} else {
@@ -159,7 +197,7 @@ type workClient interface {
 	UpdateStatus(context.Context, *workv1.ManifestWork, metav1.UpdateOptions) (*workv1.ManifestWork, error)
 }
 
-func reconcileAgent(ctx context.Context, lister workLister, client workClient, name string) error {
+func reconcileAgent(ctx context.Context, lister workLister, client workClient, name string, applied *appliedSet) error {
 	w, err := lister.Get(name)
 	if apierrors.IsNotFound(err) {
 		return nil
@@ -172,6 +210,9 @@ func reconcileAgent(ctx context.Context, lister workLister, client workClient, n
 		if len(w.Finalizers) == 0 {
 			return nil
 		}
+		if applied != nil {
+			applied.set(w.Name, false)
+		}
 		w.Finalizers = nil
 		_, err := client.Update(ctx, w, metav1.UpdateOptions{})
 		return err
@@ -180,6 +221,9 @@ func reconcileAgent(ctx context.Context, lister workLister, client workClient, n
 		w.Finalizers = []string{cleanupFinalizer}
 		_, err := client.Update(ctx, w, metav1.UpdateOptions{})
 		return err // the update event brings it back
+	}
+	if applied != nil {
+		applied.set(w.Name, true)
 	}
 	if c := meta.FindStatusCondition(w.Status.Conditions, workv1.WorkApplied); c != nil && c.ObservedGeneration == w.Generation {
 		return nil

@@ -2,7 +2,10 @@ package engine
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
+	"hash/maphash"
 	"iter"
 	"maps"
 	"slices"
@@ -21,6 +24,7 @@ import (
 	"github.com/workwire/sdk-go/generic"
 	"github.com/workwire/sdk-go/generic/types"
 	"github.com/workwire/sdk-go/internal/store"
+	"github.com/workwire/sdk-go/resource/agentstate"
 )
 
 // agent is the cluster side: objects arrive from sources into the store;
@@ -34,6 +38,13 @@ import (
 // A source's deletion shows as a deletionTimestamp; the object leaves the
 // store once its finalizers are gone, and a last status with the Deleted
 // condition tells the source it may forget the object.
+//
+// With a state (agentstate.Store), every change of an object is kept there
+// before the store shows it, and the object leaves the state when it leaves
+// the store: a new agent over the same state starts with what this one
+// held (restore), so a deletion made while no agent ran still reaches the
+// controllers. Writes of one object take its lock (lock), so the state and
+// the store see them in the same order.
 type agent[T Object] struct {
 	kind    *Kind[T]
 	cluster string
@@ -42,8 +53,13 @@ type agent[T Object] struct {
 	patcher *patcher[T]
 	// client routes each object: it knows the source and the data type
 	// each came as.
-	client *generic.AgentClient[T]
-	log    logr.Logger
+	client  *generic.AgentClient[T]
+	log     logr.Logger
+	onError generic.ErrorHandler
+
+	state agentstate.Store // nil: nothing outlives the agent
+	seed  maphash.Seed
+	locks [objectLocks]sync.Mutex
 
 	mu sync.Mutex
 	// keys are the label and annotation keys the source of each object
@@ -234,19 +250,16 @@ func (a *agent[T]) write(ctx context.Context, namespace string, in T, dryRun boo
 		changed, didChange = n, err == nil
 		return n, err
 	}
-	var out T
-	var err error
-	if status {
-		// A status write changes one part: no deep copy of the rest.
-		if out, err = swap(a.st, namespace, in.GetName(), change); err == nil {
-			out = a.kind.Copy(out) // the caller's
-		}
-	} else {
-		out, err = a.st.Update(namespace, in.GetName(), change)
+	if !status {
+		// The metadata's changes are made on a copy; a status write
+		// changes one part, and needs no deep copy of the rest.
+		change = a.onCopy(change)
 	}
+	out, err := a.change(ctx, namespace, in.GetName(), change)
 	if err != nil {
 		return zero, err
 	}
+	out = a.kind.Copy(out) // the caller's
 	if didChange && status {
 		a.pub.enqueue(ctx, changed) // the store keeps changed as it is: a safe snapshot
 	}
@@ -254,13 +267,32 @@ func (a *agent[T]) write(ctx context.Context, namespace string, in T, dryRun boo
 	return out, nil
 }
 
-// swap applies change to the stored object, without copying it, outside
-// the store's lock, and stores the result unless the object changed
-// meanwhile; then it tries again from the new one.
-func swap[T Object](st *store.Store[T], namespace, name string, change func(cur T) (T, error)) (T, error) {
+// objectLocks is how many locks the writes of an agent's objects share
+// (by the object's name): writes of one object wait for each other, while
+// their state is kept.
+const objectLocks = 64
+
+// lock takes the lock of the object name and returns it, to unlock.
+func (a *agent[T]) lock(name string) *sync.Mutex {
+	mu := &a.locks[maphash.String(a.seed, name)%objectLocks]
+	mu.Lock()
+	return mu
+}
+
+// change writes the object namespace/name anew under its lock: change gets the
+// stored object, which it must not modify, and returns the new one (or
+// store.ErrNoChange); that is kept in the state, then stored. It returns
+// the stored object, which the caller must not modify.
+func (a *agent[T]) change(ctx context.Context, namespace, name string, change func(cur T) (T, error)) (T, error) {
+	defer a.lock(name).Unlock()
+	return a.changeLocked(ctx, namespace, name, change)
+}
+
+// changeLocked is change for a caller that holds the object's lock.
+func (a *agent[T]) changeLocked(ctx context.Context, namespace, name string, change func(cur T) (T, error)) (T, error) {
 	for {
 		var zero T
-		cur, err := st.Lookup(namespace, name)
+		cur, err := a.st.Lookup(namespace, name)
 		if err != nil {
 			return zero, err
 		}
@@ -271,11 +303,115 @@ func swap[T Object](st *store.Store[T], namespace, name string, change func(cur 
 		case err != nil:
 			return zero, err
 		}
-		out, err := st.Swap(cur, next)
+		if err := a.keep(ctx, next); err != nil {
+			return zero, err
+		}
+		out, err := a.st.Swap(cur, next)
 		if !errors.Is(err, store.ErrChanged) {
 			return out, err
 		}
 	}
+}
+
+// onCopy adapts fn, which changes in place a copy of the stored object
+// (Kind.Share's), to change.
+func (a *agent[T]) onCopy(fn func(c T) (T, error)) func(cur T) (T, error) {
+	return func(cur T) (T, error) {
+		next, err := fn(a.kind.Share(cur))
+		if errors.Is(err, store.ErrNoChange) {
+			return cur, err
+		}
+		return next, err
+	}
+}
+
+// record is what the agent keeps of an object in its state: the object,
+// and the label and annotation keys its source set where the agent set
+// keys of its own (see agent), so that a new agent merges the source's
+// next spec as this one would.
+type record struct {
+	Object     json.RawMessage `json:"object"`
+	SourceKeys *recordKeys     `json:"sourceKeys,omitempty"`
+}
+
+type recordKeys struct {
+	Labels      []string `json:"labels,omitempty"`
+	Annotations []string `json:"annotations,omitempty"`
+}
+
+// keep writes obj, about to be stored, to the state, if the agent has one.
+// The caller holds obj's lock.
+func (a *agent[T]) keep(ctx context.Context, obj T) error {
+	if a.state == nil {
+		return nil
+	}
+	data, err := json.Marshal(obj)
+	if err != nil {
+		return fmt.Errorf("keep %s %s in the agent's state: %w", a.pub.noun, key(obj), err)
+	}
+	r := record{Object: data}
+	a.mu.Lock()
+	h, local := a.keys[obj.GetUID()]
+	a.mu.Unlock()
+	if local {
+		k := h.Value()
+		r.SourceKeys = &recordKeys{Labels: slices.Collect(splitKeys(k.labels)), Annotations: slices.Collect(splitKeys(k.annotations))}
+	}
+	if data, err = json.Marshal(r); err != nil {
+		return fmt.Errorf("keep %s %s in the agent's state: %w", a.pub.noun, key(obj), err)
+	}
+	if err := a.state.Put(ctx, obj.GetName(), data); err != nil {
+		return fmt.Errorf("keep %s %s in the agent's state: %w", a.pub.noun, key(obj), err)
+	}
+	return nil
+}
+
+// restore stores what the state holds, before the agent's client starts:
+// the objects a previous agent held, which their sources may have deleted
+// meanwhile. Those whose deletion only waited for the state to forget them
+// (no finalizers left) are completed.
+func (a *agent[T]) restore(ctx context.Context) error {
+	if a.state == nil {
+		return nil
+	}
+	entries, err := a.state.Load(ctx)
+	if err != nil {
+		return fmt.Errorf("restore the agent's state: %w", err)
+	}
+	var done []kubetypes.UID
+	for name, data := range entries {
+		var r record
+		obj := a.kind.New()
+		if err := json.Unmarshal(data, &r); err != nil {
+			return fmt.Errorf("restore the agent's state: entry %q: %w", name, err)
+		}
+		if err := json.Unmarshal(r.Object, obj); err != nil {
+			return fmt.Errorf("restore the agent's state: entry %q: %w", name, err)
+		}
+		if obj.GetName() != name || obj.GetNamespace() != a.cluster || obj.GetUID() == "" {
+			return fmt.Errorf("restore the agent's state: entry %q holds %s %s/%s (uid %q), not an object of cluster %s by that name",
+				name, a.pub.noun, obj.GetNamespace(), obj.GetName(), obj.GetUID(), a.cluster)
+		}
+		obj.SetResourceVersion("")
+		if err := a.st.Put(obj); err != nil {
+			return fmt.Errorf("restore the agent's state: entry %q: %w", name, err)
+		}
+		if k := r.SourceKeys; k != nil {
+			slices.Sort(k.Labels)
+			slices.Sort(k.Annotations)
+			a.mu.Lock()
+			a.keys[obj.GetUID()] = unique.Make(sourceKeys{labels: strings.Join(k.Labels, keySep), annotations: strings.Join(k.Annotations, keySep)})
+			a.mu.Unlock()
+		}
+		if obj.GetDeletionTimestamp() != nil && len(obj.GetFinalizers()) == 0 {
+			done = append(done, obj.GetUID())
+		}
+	}
+	for _, uid := range done {
+		a.completeDeletion(ctx, uid)
+	}
+	a.log.V(2).Info("restored the agent's state", "objects", len(entries))
+	return nil
 }
 
 func (a *agent[T]) patch(ctx context.Context, namespace, name string, pt kubetypes.PatchType, data []byte, opts metav1.PatchOptions, sub string) (T, error) {
@@ -310,52 +446,57 @@ func (a *agent[T]) onSpec(ctx context.Context, t types.EventType, in T) error {
 // again because no status acknowledged it (it may have lost the one the
 // agent sent).
 //
-// The generic client hands a resource's events over one at a time, so the
-// source keys read before the store write are still the current ones when
-// they are replaced after it.
+// It holds the object's lock, so the source keys read before the write are
+// still the current ones when it replaces them.
 func (a *agent[T]) upsert(ctx context.Context, in T) error {
-	if cur, ok := a.st.PeekUID(in.GetUID()); ok {
+	defer a.lock(in.GetName()).Unlock()
+	if cur, ok := a.st.PeekUID(in.GetUID()); ok && cur.GetName() == in.GetName() {
 		prevLabels, prevAnnotations := a.sourceKeysOf(cur)
-		held, same, local := false, false, false
+		same := false
 		var unchanged T
-		err := a.st.Modify(cur.GetNamespace(), cur.GetName(), func(c T) (T, error) {
+		_, err := a.changeLocked(ctx, cur.GetNamespace(), cur.GetName(), a.onCopy(func(c T) (T, error) {
 			if c.GetUID() != in.GetUID() {
 				return c, store.ErrNoChange
 			}
-			held = true
-			// c is the store's copy, the caller's to change; what decides
-			// whether anything changes is compared without reflection.
+			// c is a copy, ours to change; what decides whether anything
+			// changes is compared without reflection.
 			labels, labelsChanged := mergeSourceKeys(c.GetLabels(), in.GetLabels(), prevLabels)
 			annotations, annotationsChanged := mergeSourceKeys(c.GetAnnotations(), in.GetAnnotations(), prevAnnotations)
-			// The merge holds every key of the source's: more means some
-			// are the agent's.
-			local = len(labels) != len(in.GetLabels()) || len(annotations) != len(in.GetAnnotations())
 			if !labelsChanged && !annotationsChanged && c.GetGeneration() == in.GetGeneration() && a.kind.SameSpec(c, in) {
 				same, unchanged = true, c
 				return c, store.ErrNoChange
 			}
+			// The merge holds every key of the source's: more means some
+			// are the agent's. Recorded before the state keeps c.
+			a.setSourceKeys(in, len(labels) != len(in.GetLabels()) || len(annotations) != len(in.GetAnnotations()))
 			a.kind.SetSpec(c, in)
 			c.SetGeneration(in.GetGeneration())
 			c.SetLabels(labels)
 			c.SetAnnotations(annotations)
 			return c, nil
-		})
-		if err == nil && held {
-			a.setSourceKeys(in, local)
-		}
+		}))
 		if same {
 			if h, herr := a.kind.StatusHash(unchanged); herr == nil && h != generic.NoStatus {
-				a.pub.enqueue(ctx, unchanged) // the store's discarded copy: a safe snapshot
+				a.pub.enqueue(ctx, unchanged) // a discarded copy: a safe snapshot
 			}
 		}
 		return ignoreNotFound(err)
 	}
-	if old, ok := a.st.Peek(in.GetNamespace(), in.GetName()); ok {
-		if sourceOf(old) != sourceOf(in) {
-			a.log.Error(nil, "dropping an object whose name another source's object has", a.pub.noun, key(in),
-				"source", sourceOf(in), "holder", sourceOf(old))
-			return nil
-		}
+	old, replaces := a.st.Peek(in.GetNamespace(), in.GetName())
+	if replaces && sourceOf(old) != sourceOf(in) {
+		a.log.Error(nil, "dropping an object whose name another source's object has", a.pub.noun, key(in),
+			"source", sourceOf(in), "holder", sourceOf(old))
+		return nil
+	}
+	in.SetResourceVersion("")
+	if ts := in.GetCreationTimestamp(); ts.IsZero() {
+		in.SetCreationTimestamp(metav1.Now())
+	}
+	a.setSourceKeys(in, false)
+	if err := a.keep(ctx, in); err != nil {
+		return err
+	}
+	if replaces {
 		// The source created the object again (a new UID): the new one
 		// replaces the old, which the source no longer knows.
 		if _, err := a.st.Remove(old.GetNamespace(), old.GetName(), func(c T) error {
@@ -368,15 +509,7 @@ func (a *agent[T]) upsert(ctx context.Context, in T) error {
 		}
 		a.forget(old.GetUID())
 	}
-	in.SetResourceVersion("")
-	if ts := in.GetCreationTimestamp(); ts.IsZero() {
-		in.SetCreationTimestamp(metav1.Now())
-	}
-	if err := a.st.Put(in); err != nil {
-		return err
-	}
-	a.setSourceKeys(in, false)
-	return nil
+	return a.st.Put(in)
 }
 
 // sourceKeysOf returns the label and annotation keys the source of cur, a
@@ -481,11 +614,13 @@ func mergeSourceKeys(cur, source map[string]string, prev iter.Seq[string]) (merg
 func (a *agent[T]) markDeleted(ctx context.Context, in T) error {
 	cur, ok := a.st.PeekUID(in.GetUID())
 	if !ok {
-		// Never had it, or already gone: say so, so the source forgets it.
+		// Never had it, or already gone: say so, so the source forgets
+		// it. What an agent held before it restarted it holds again by now
+		// (restore), if it keeps a state.
 		a.sendDeleted(ctx, in)
 		return nil
 	}
-	err := a.st.Modify(cur.GetNamespace(), cur.GetName(), func(c T) (T, error) {
+	_, err := a.change(ctx, cur.GetNamespace(), cur.GetName(), a.onCopy(func(c T) (T, error) {
 		if c.GetUID() != in.GetUID() || (c.GetDeletionTimestamp() != nil && c.GetGeneration() >= in.GetGeneration()) {
 			return c, store.ErrNoChange
 		}
@@ -499,7 +634,7 @@ func (a *agent[T]) markDeleted(ctx context.Context, in T) error {
 		}
 		c.SetGeneration(max(c.GetGeneration(), in.GetGeneration()))
 		return c, nil
-	})
+	}))
 	if err := ignoreNotFound(err); err != nil {
 		return err
 	}
@@ -508,12 +643,14 @@ func (a *agent[T]) markDeleted(ctx context.Context, in T) error {
 }
 
 // completeDeletion removes an object the source deleted once its
-// finalizers are gone, and reports it deleted.
+// finalizers are gone, from the store and then the state, and reports it
+// deleted.
 func (a *agent[T]) completeDeletion(ctx context.Context, uid kubetypes.UID) {
 	obj, ok := a.st.PeekUID(uid)
 	if !ok || obj.GetDeletionTimestamp() == nil || len(obj.GetFinalizers()) > 0 {
 		return
 	}
+	mu := a.lock(obj.GetName())
 	// gone is the removed object itself; sendDeleted copies it.
 	gone, err := a.st.Remove(obj.GetNamespace(), obj.GetName(), func(cur T) error {
 		if cur.GetUID() != uid || cur.GetDeletionTimestamp() == nil || len(cur.GetFinalizers()) > 0 {
@@ -521,6 +658,15 @@ func (a *agent[T]) completeDeletion(ctx context.Context, uid kubetypes.UID) {
 		}
 		return nil
 	})
+	if err == nil && a.state != nil {
+		// Past the caller's cancellation: the object is gone from the
+		// store. An entry left behind comes back at the next start as
+		// deleted and without finalizers, and is reported deleted again.
+		if derr := a.state.Delete(context.WithoutCancel(ctx), gone.GetName()); derr != nil {
+			a.onError(ctx, derr, "cannot remove a deleted object from the agent's state", a.pub.noun, key(gone))
+		}
+	}
+	mu.Unlock()
 	if err != nil {
 		return
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/maphash"
 	"strings"
 	"sync"
 	"time"
@@ -21,6 +22,7 @@ import (
 	"github.com/workwire/sdk-go/internal/informer"
 	"github.com/workwire/sdk-go/internal/store"
 	"github.com/workwire/sdk-go/options"
+	"github.com/workwire/sdk-go/resource/agentstate"
 )
 
 // Defaults.
@@ -45,7 +47,9 @@ type Settings struct {
 	StatusResend          time.Duration // see work.ClientHolderBuilder.WithStatusResend
 	// Mirror makes an agent a mirror of objects the hub keeps whole (see
 	// mirror).
-	Mirror    bool
+	Mirror bool
+	// State keeps what an agent holds across its restarts; nil for none.
+	State     agentstate.Store
 	Logger    logr.Logger
 	LoggerSet bool // Logger was given; otherwise Start's context's is taken
 	OnError   generic.ErrorHandler
@@ -80,7 +84,8 @@ type Events[T Object] struct {
 	spanNames *spanNames
 	attr      string
 	client    eventClient
-	useLogger func(logr.Logger) // nil if Config.LoggerSet
+	useLogger func(logr.Logger)           // nil if Config.LoggerSet
+	restore   func(context.Context) error // nil but for an agent with a state
 }
 
 // eventClient is what Events runs of its generic client, a source's or an
@@ -102,6 +107,10 @@ func New[T Object](cfg Config[T]) (*Events[T], error) {
 		errs = append(errs, errors.New("set exactly one of WithSourceID (a hub) and WithClusterName (an agent)"))
 	case cfg.Mirror && cfg.SourceID != "":
 		errs = append(errs, errors.New("a mirror is an agent's: set WithClusterName, not WithSourceID"))
+	case cfg.State != nil && cfg.SourceID != "":
+		errs = append(errs, errors.New("an agent state is an agent's: set WithClusterName, not WithSourceID"))
+	case cfg.State != nil && cfg.Mirror:
+		errs = append(errs, errors.New("a mirror keeps no agent state: its objects are the hub's, whole"))
 	}
 	if cfg.ClusterName != "" {
 		// A hub sends a cluster what is in the cluster's namespace: a name
@@ -198,7 +207,7 @@ func New[T Object](cfg Config[T]) (*Events[T], error) {
 		e.b, e.client = mb, client
 		return e, nil
 	}
-	ab := &agent[T]{kind: kind, cluster: cfg.ClusterName, st: st, patcher: p,
+	ab := &agent[T]{kind: kind, cluster: cfg.ClusterName, st: st, patcher: p, onError: onError, state: cfg.State, seed: maphash.MakeSeed(),
 		log: cfg.Logger.WithValues("cluster", cfg.ClusterName), keys: make(map[kubetypes.UID]unique.Handle[sourceKeys])}
 	ab.specSpans = make(map[string]trace.SpanContext)
 	client, err := generic.NewAgentClient(cfg.ClusterName, tr, ab, kind.StatusHash, cfg.Codecs, opts...)
@@ -216,6 +225,9 @@ func New[T Object](cfg Config[T]) (*Events[T], error) {
 		ab.pub.withResend(cfg.StatusResend, st.PeekUID)
 	}
 	e.b, e.pub, e.client = ab, ab.pub, client
+	if cfg.State != nil {
+		e.restore = ab.restore
+	}
 	if !cfg.LoggerSet {
 		e.useLogger = func(l logr.Logger) { ab.log = l.WithValues("cluster", cfg.ClusterName); ab.pub.log = ab.log }
 	}
@@ -282,10 +294,16 @@ type eventSide interface {
 	setLogger(logr.Logger)
 }
 
-// startEvents starts the publisher, then the client (which connects).
+// startEvents starts the publisher, restores an agent's state, then starts
+// the client (which connects).
 func (e *Events[T]) startEvents(ctx context.Context) error {
 	if e.pub != nil {
 		e.pub.start(publishWorkers)
+	}
+	if e.restore != nil {
+		if err := e.restore(ctx); err != nil {
+			return err
+		}
 	}
 	return e.client.Start(ctx)
 }

@@ -27,10 +27,12 @@
 //     finalizer; the holder then removes the work and reports it Deleted
 //     to the source.
 //
-// The agent keeps what it applied in the works' status only. A production
-// agent also records it on the cluster (as Open Cluster Management's
-// AppliedManifestWork does), so that it can clean up after a restart a
-// work that was deleted while it was down.
+// What the agent applied is in each work's status, and its holder keeps the
+// works themselves in an agent state (work.ClientHolderBuilder.WithAgentState;
+// the command keeps it in Secrets of the cluster it applies to): an agent
+// that restarts still holds every work it held, with its finalizer, so a
+// work deleted while it was down is cleaned up like any other before its
+// source hears it is gone.
 //
 // Run it against the hub controller of examples/hub-controller, from two
 // terminals:

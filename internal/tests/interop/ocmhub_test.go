@@ -72,7 +72,7 @@ func TestWorkwireAgentsJoinOCMsHub(t *testing.T) {
 	}
 	ocm := startProgram(t, "ocm-grpc-server", bin, nil,
 		"grpc", "--server-config="+serverConfig,
-		"--kubeconfig="+kubeconfigFile(t, cfg),
+		"--kubeconfig="+kubetest.Kubeconfig(t, cfg),
 		"--disable-leader-election", "--namespace=open-cluster-management-hub", "--listen="+freeListen(t))
 	procs := []*proctest.Process{ocm}
 	addr := net.JoinHostPort("127.0.0.1", port)

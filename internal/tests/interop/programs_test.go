@@ -8,10 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
-	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
-
 	"github.com/workwire/sdk-go/internal/testsupport/proctest"
 )
 
@@ -65,22 +61,6 @@ func waitFor(t *testing.T, what string, within time.Duration, procs []*proctest.
 		}
 	}
 	t.Logf("%s after %s", what, time.Since(start).Round(100*time.Millisecond))
-}
-
-// kubeconfigFile writes cfg as a kubeconfig file, as OCM's programs read
-// their clusters.
-func kubeconfigFile(t *testing.T, cfg *rest.Config) string {
-	t.Helper()
-	kc := clientcmdapi.NewConfig()
-	kc.Clusters["cluster"] = &clientcmdapi.Cluster{Server: cfg.Host, InsecureSkipTLSVerify: cfg.Insecure, CertificateAuthorityData: cfg.CAData}
-	kc.AuthInfos["user"] = &clientcmdapi.AuthInfo{Token: cfg.BearerToken}
-	kc.Contexts["default"] = &clientcmdapi.Context{Cluster: "cluster", AuthInfo: "user"}
-	kc.CurrentContext = "default"
-	path := filepath.Join(t.TempDir(), "kubeconfig")
-	if err := clientcmd.WriteToFile(*kc, path); err != nil {
-		t.Fatal(err)
-	}
-	return path
 }
 
 // freeListen returns a loopback address whose port the OS just chose, for

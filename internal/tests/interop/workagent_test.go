@@ -92,7 +92,7 @@ func startWorkAgent(t *testing.T, bin string, cfg *rest.Config, cluster, driver,
 	return startProgram(t, "work-agent-"+driver, bin, nil,
 		"agent", "--spoke-cluster-name="+cluster, "--cloudevents-client-id="+cluster+"-work-agent",
 		"--workload-source-driver="+driver, "--workload-source-config="+config,
-		"--kubeconfig="+kubeconfigFile(t, cfg), "--status-sync-interval=1s",
+		"--kubeconfig="+kubetest.Kubeconfig(t, cfg), "--status-sync-interval=1s",
 		"--disable-leader-election", "--namespace="+agentNamespace, "--listen="+freeListen(t))
 }
 

@@ -32,6 +32,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"sigs.k8s.io/yaml"
 
 	"github.com/workwire/sdk-go/internal/testsupport/proctest"
@@ -246,6 +248,22 @@ func CreateNamespaces(t testing.TB, cfg *rest.Config, names ...string) {
 			t.Fatalf("create namespace %s: %v", name, err)
 		}
 	}
+}
+
+// Kubeconfig writes cfg (Start's) as a kubeconfig file in a directory of
+// t's and returns its path, for programs that read their cluster so.
+func Kubeconfig(t testing.TB, cfg *rest.Config) string {
+	t.Helper()
+	kc := clientcmdapi.NewConfig()
+	kc.Clusters["cluster"] = &clientcmdapi.Cluster{Server: cfg.Host, InsecureSkipTLSVerify: cfg.Insecure, CertificateAuthorityData: cfg.CAData}
+	kc.AuthInfos["user"] = &clientcmdapi.AuthInfo{Token: cfg.BearerToken}
+	kc.Contexts["default"] = &clientcmdapi.Context{Cluster: "cluster", AuthInfo: "user"}
+	kc.CurrentContext = "default"
+	path := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := clientcmd.WriteToFile(*kc, path); err != nil {
+		t.Fatal(err)
+	}
+	return path
 }
 
 // ModuleFile returns the path of a file of a module the main module

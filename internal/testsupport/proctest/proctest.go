@@ -72,6 +72,13 @@ func (p *Process) Tail(n int) string {
 	return string(bytes.Join(lines[max(0, len(lines)-n):], []byte("\n")))
 }
 
+// Kill kills the process with SIGKILL, as a crash ends it, and returns once
+// it has ended.
+func (p *Process) Kill() {
+	_ = p.cmd.Process.Kill()
+	<-p.done
+}
+
 // Exited returns nil while the process runs, and once it has ended, an
 // error saying how, with the end of its output: for a wait that should
 // stop early.
