@@ -141,6 +141,13 @@ func TestOCMKlusterletJoinsAWorkwireHub(t *testing.T) {
 		t.Errorf("the agent's certificate is of %q, want %q", firstCert.Subject.CommonName, want)
 	}
 	joined := time.Since(started)
+	// The agent rotates its certificate in the last fifth of its life, but
+	// looks at it only when its secret changes and every five minutes, and
+	// these live one: from now on, whatever the test waits for, the secret
+	// is touched every few seconds while its certificate is in that fifth,
+	// as the five-minute check would, so the agent never holds an expired
+	// one however slow the steps are.
+	nudgeRotations(t, kube)
 
 	// The hub accepts the cluster, as OCM's registration controller does,
 	// and gives it its lease.
@@ -193,26 +200,10 @@ func TestOCMKlusterletJoinsAWorkwireHub(t *testing.T) {
 
 	// Rotation: before its certificate expires, the agent asks for a new
 	// one with its own (the hub approves such renewals), writes it, and
-	// goes on renewing its lease with it. OCM's agent checks its
-	// certificate when its secret changes and every five minutes; this
-	// one lives two. Once it is in the last fifth of its life, where the
-	// agent rotates, the test touches the secret every few seconds, as
-	// the five-minute check would.
-	lifetime := firstCert.NotAfter.Sub(firstCert.NotBefore)
-	var touched time.Time
+	// goes on renewing its lease with it.
 	waitFor(t, "the certificate rotated", 2*validity, procs, func() bool {
 		c := secretCert(t, kube, agentNamespace, hubSecret)
-		if c != nil && c.SerialNumber.Cmp(firstCert.SerialNumber) != 0 {
-			return true
-		}
-		if time.Until(firstCert.NotAfter) < lifetime/5 && time.Since(touched) > 2*time.Second {
-			touched = time.Now()
-			patch := fmt.Sprintf(`{"metadata":{"annotations":{"workwire.io/checked":%q}}}`, touched.Format(time.RFC3339Nano))
-			if _, err := kube.CoreV1().Secrets(agentNamespace).Patch(ctx, hubSecret, k8stypes.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
-				t.Fatal(err)
-			}
-		}
-		return false
+		return c != nil && c.SerialNumber.Cmp(firstCert.SerialNumber) != 0
 	})
 	rotated := time.Since(started)
 	if left := time.Until(firstCert.NotAfter); left <= 0 {
@@ -224,6 +215,34 @@ func TestOCMKlusterletJoinsAWorkwireHub(t *testing.T) {
 	})
 	t.Logf("OCM v1.2.0's klusterlet on a workwire hub: credentials after %s, Joined and Available after %s (the hub accepting it at once), rotated after %s",
 		joined.Round(100*time.Millisecond), available.Round(100*time.Millisecond), rotated.Round(100*time.Millisecond))
+}
+
+// nudgeRotations touches the agent's hub secret every two seconds while
+// the certificate in it is in the last fifth of its life, until t ends.
+func nudgeRotations(t *testing.T, kube kubernetes.Interface) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	t.Cleanup(func() { cancel(); <-done })
+	go func() {
+		defer close(done)
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(2 * time.Second):
+			}
+			s, err := kube.CoreV1().Secrets(agentNamespace).Get(ctx, hubSecret, metav1.GetOptions{})
+			if err != nil {
+				continue
+			}
+			c, err := parseCert(s.Data["tls.crt"])
+			if err != nil || c == nil || time.Until(c.NotAfter) >= c.NotAfter.Sub(c.NotBefore)/5 {
+				continue
+			}
+			patch := fmt.Sprintf(`{"metadata":{"annotations":{"workwire.io/checked":%q}}}`, time.Now().Format(time.RFC3339Nano))
+			_, _ = kube.CoreV1().Secrets(agentNamespace).Patch(ctx, hubSecret, k8stypes.MergePatchType, []byte(patch), metav1.PatchOptions{})
+		}
+	}()
 }
 
 // clusterCSR returns cluster's newest CSR that match says is the one, or
@@ -251,15 +270,20 @@ func secretCert(t *testing.T, kube kubernetes.Interface, namespace, name string)
 	if err != nil {
 		return nil
 	}
-	block, _ := pem.Decode(s.Data["tls.crt"])
-	if block == nil {
-		return nil
-	}
-	c, err := x509.ParseCertificate(block.Bytes)
+	c, err := parseCert(s.Data["tls.crt"])
 	if err != nil {
 		t.Fatalf("secret %s/%s: %v", namespace, name, err)
 	}
 	return c
+}
+
+// parseCert returns the certificate of PEM data, nil if it holds none.
+func parseCert(data []byte) (*x509.Certificate, error) {
+	block, _ := pem.Decode(data)
+	if block == nil {
+		return nil, nil
+	}
+	return x509.ParseCertificate(block.Bytes)
 }
 
 // acceptCluster does what OCM's hub does for a cluster its admin accepts:
