@@ -3,6 +3,7 @@ package transporttest
 import (
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -12,15 +13,19 @@ import (
 // closing anything (a network that hangs), Refuse turns new connections
 // away. In front of several replicas of a broker it is their load
 // balancer: new connections take turns among them, skipping one that does
-// not answer, and Kill makes one vanish as a crashed replica does. It is
-// goroutine-safe; Close stops it and waits for its goroutines.
+// not answer, and Kill makes one vanish as a crashed replica does. Made by
+// NewProtocolProxy, it frames its connections and Deafen makes them deaf.
+// It is goroutine-safe; Close stops it and waits for its goroutines.
 type Proxy struct {
-	targets []string
-	l       net.Listener
+	targets  []string
+	l        net.Listener
+	protocol Protocol // nil: bytes are copied as they come
+	deafened atomic.Int64
 
 	mu      sync.Mutex
 	cond    *sync.Cond
 	conns   map[net.Conn]string // each connection, both sides, to its target
+	links   map[*link]struct{}  // each connection of a protocol, for Deafen
 	dead    map[string]bool
 	next    int
 	stalled bool
@@ -33,11 +38,18 @@ type Proxy struct {
 // NewProxy listens on 127.0.0.1:0 and forwards to target (host:port), or
 // to each of targets in turn.
 func NewProxy(target string, more ...string) (*Proxy, error) {
+	return newProxy(nil, target, more...)
+}
+
+func newProxy(protocol Protocol, target string, more ...string) (*Proxy, error) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, err
 	}
-	p := &Proxy{targets: append([]string{target}, more...), l: l, conns: make(map[net.Conn]string), dead: make(map[string]bool)}
+	p := &Proxy{
+		targets: append([]string{target}, more...), l: l, protocol: protocol,
+		conns: make(map[net.Conn]string), links: make(map[*link]struct{}), dead: make(map[string]bool),
+	}
 	p.cond = sync.NewCond(&p.mu)
 	p.wg.Add(1)
 	go p.accept()
@@ -142,10 +154,19 @@ func (p *Proxy) connect(client net.Conn) {
 		_ = client.Close()
 		return
 	}
-	if !p.track(target, client, server) {
+	var l *link
+	if p.protocol != nil {
+		l = &link{client: client, broker: server, conn: p.protocol.NewConn()}
+	}
+	if !p.track(target, l, client, server) {
 		return
 	}
 	p.wg.Add(2)
+	if l != nil {
+		go p.fromClient(l)
+		go p.fromBroker(l)
+		return
+	}
 	go p.pipe(client, server)
 	go p.pipe(server, client)
 }
@@ -174,7 +195,10 @@ func (p *Proxy) dial() (net.Conn, string) {
 	return nil, ""
 }
 
-func (p *Proxy) track(target string, conns ...net.Conn) bool {
+// track records conns (and l, the framing of a protocol's connection, if
+// not nil) for Cut, Kill, Deafen and Close, or closes them if the proxy or
+// target is gone.
+func (p *Proxy) track(target string, l *link, conns ...net.Conn) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.closed || p.dead[target] {
@@ -186,30 +210,44 @@ func (p *Proxy) track(target string, conns ...net.Conn) bool {
 	for _, c := range conns {
 		p.conns[c] = target
 	}
+	if l != nil {
+		p.links[l] = struct{}{}
+	}
 	return true
+}
+
+// untrack closes conns and forgets them and l (nil for a raw connection).
+func (p *Proxy) untrack(l *link, conns ...net.Conn) {
+	for _, c := range conns {
+		_ = c.Close()
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, c := range conns {
+		delete(p.conns, c)
+	}
+	delete(p.links, l)
+}
+
+// hold waits while the proxy is stalled.
+func (p *Proxy) hold() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for p.stalled && !p.closed {
+		p.cond.Wait()
+	}
 }
 
 // pipe copies from src to dst until either side closes, pausing while the
 // proxy is stalled; then it closes both.
 func (p *Proxy) pipe(src, dst net.Conn) {
 	defer p.wg.Done()
-	defer func() {
-		_ = src.Close()
-		_ = dst.Close()
-		p.mu.Lock()
-		delete(p.conns, src)
-		delete(p.conns, dst)
-		p.mu.Unlock()
-	}()
+	defer p.untrack(nil, src, dst)
 	buf := make([]byte, 32<<10)
 	for {
 		n, err := src.Read(buf)
 		if n > 0 {
-			p.mu.Lock()
-			for p.stalled && !p.closed {
-				p.cond.Wait()
-			}
-			p.mu.Unlock()
+			p.hold()
 			if _, werr := dst.Write(buf[:n]); werr != nil {
 				return
 			}
