@@ -46,6 +46,7 @@ type counter struct {
 	sent     map[string]int
 	recv     map[string]int
 	answered int
+	deaf     int
 }
 
 func newCounter() *counter {
@@ -77,6 +78,18 @@ func (c *counter) ResyncAnswered(generic.Side, types.DataType, int) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.answered++
+}
+
+func (c *counter) SubscriptionDeaf(generic.Side, string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.deaf++
+}
+
+func (c *counter) deafCount() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.deaf
 }
 
 func (c *counter) answers() int {

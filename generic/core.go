@@ -153,6 +153,7 @@ type core[T Object] struct {
 	received atomic.Uint64 // events received so far, to number them (task.received)
 	logic    sideLogic[T]
 	q        *queue.Queue[string, *task[T]]
+	hear     *hearing // nil with the delivery check off
 	// loops run from Start until Close, beside the workers.
 	loops []func(ctx context.Context)
 
@@ -209,6 +210,9 @@ func newCore[T Object](side Side, id string, tr options.Transport, lister Lister
 		tp = otel.GetTracerProvider()
 	}
 	c.tracer = tp.Tracer(TracerName)
+	if cfg.deliveryCheck > 0 {
+		c.hear = newHearing(side, cfg.deliveryCheck, tr, cfg.observer)
+	}
 	if cfg.publishQPS > 0 {
 		c.limiter = rate.NewLimiter(rate.Limit(cfg.publishQPS), cfg.publishBurst)
 	}
@@ -266,6 +270,10 @@ func (c *core[T]) start(ctx context.Context) error {
 	for _, loop := range c.loops {
 		c.wg.Go(func() { loop(c.ctx) })
 	}
+	if c.hear != nil {
+		c.hear.watch(c.ceSource, c.subs)
+		c.wg.Go(func() { c.hear.run(c.ctx, c.isReady, c.logger) })
+	}
 	c.log.V(2).Info("starting", "dataTypes", c.codecs.dataTypeNames())
 	if err := c.tr.Start(ctx, c.subs, c); err != nil {
 		err = fmt.Errorf("start %s client: %w", c.side, err)
@@ -302,8 +310,23 @@ func (c *core[T]) close(ctx context.Context) error {
 	return err
 }
 
+// isReady reports whether the transport's Start returned nil.
+func (c *core[T]) isReady() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.ready
+}
+
+// logger returns the client's logger.
+func (c *core[T]) logger() logr.Logger {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.log
+}
+
 // healthy returns nil from a successful Start until Close while the
-// transport, if it can tell (options.HealthChecker), is connected.
+// transport, if it can tell (options.HealthChecker), is connected and no
+// subscription is deaf.
 func (c *core[T]) healthy() error {
 	c.mu.Lock()
 	state, ready, startErr := c.state, c.ready, c.startErr
@@ -324,6 +347,11 @@ func (c *core[T]) healthy() error {
 	if !ready {
 		return fmt.Errorf("%s client: %w: starting", c.side, options.ErrNotConnected)
 	}
+	if c.hear != nil {
+		if err := c.hear.healthy(); err != nil {
+			return fmt.Errorf("%s client: %w", c.side, err)
+		}
+	}
 	return nil
 }
 
@@ -336,7 +364,11 @@ func (c *core[T]) resyncAnswered(dt types.DataType, sent int, opened time.Time) 
 
 // stats returns the client's Stats; Held is -1.
 func (c *core[T]) stats() Stats {
-	return Stats{Connected: c.healthy() == nil, Queued: c.q.Len(), Held: -1}
+	s := Stats{Connected: c.healthy() == nil, Queued: c.q.Len(), Held: -1}
+	if c.hear != nil {
+		s.Subscriptions = c.hear.stats()
+	}
+	return s
 }
 
 // started returns when Start was called.
@@ -362,6 +394,20 @@ func (c *core[T]) checkStarted() error {
 // goroutine, so it only parses the type and a few extensions and queues.
 func (c *core[T]) Deliver(d *options.Delivery) {
 	evt := d.Event
+	if c.hear != nil {
+		c.hear.hear(d.Route.Role)
+	}
+	if evt.Type() == options.ProbeType {
+		d.Done() // it came back: that is all it was for
+		return
+	}
+	if d.Route.Source == options.ProbePeer || d.Route.Cluster == options.ProbePeer {
+		// A probe's route carries probes alone: whoever may write it
+		// could otherwise pass anything off as a peer's.
+		c.drop(DropForeign, &DecodeError{EventID: evt.ID(), EventType: evt.Type(), Err: fmt.Errorf("an event that is not a probe on a probe's route %v", d.Route)})
+		d.Done()
+		return
+	}
 	h, err := types.ParseHeader(evt)
 	if err != nil {
 		c.drop(DropMalformed, &DecodeError{EventID: evt.ID(), EventType: evt.Type(), Err: err})

@@ -6,19 +6,40 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	"github.com/twmb/franz-go/pkg/kfake"
 
 	"github.com/workwire/sdk-go/options"
 	"github.com/workwire/sdk-go/options/kafka"
 	"github.com/workwire/sdk-go/options/kafka/kafkatest"
+	"github.com/workwire/sdk-go/options/transporttest"
 )
 
 // The scenarios over Kafka: an embedded kfake cluster per scenario. Restart
 // brings up a fresh cluster on the same addresses (no records, no groups,
-// no committed offsets), so zero loss has to come from resync.
+// no committed offsets), so zero loss has to come from resync. But for
+// the scenarios that restart it, each broker listens behind a proxy it
+// advertises, which can make every connection open deaf: Kafka clients go
+// where the metadata sends them.
 func init() {
-	registerEnv(envMaker{name: "kafka-kfake", make: func(t *testing.T, _ bool) *env {
-		b := kafkatest.NewBroker(t)
+	registerEnv(envMaker{name: "kafka-kfake", make: func(t *testing.T, needRestart bool) *env {
+		front := transporttest.NewFronted(transporttest.Kafka)
+		t.Cleanup(func() { _ = front.Close() })
+		var opts []kafkatest.Option
+		if !needRestart {
+			// A restart listens again where the cluster advertised itself,
+			// which a proxy holds.
+			opts = append(opts, kafkatest.WithKfakeOptions(kfake.ListenFn(front.Listen)))
+		}
+		b := kafkatest.NewBroker(t, opts...)
 		return &env{
+			// The proxies are every client's: the other side's consumer
+			// goes deaf too, and finds it out the same way.
+			deafen: func(t *testing.T, _ options.Transport) {
+				if len(front.Proxies()) == 0 {
+					t.Fatal("a broker made for a restart has no proxy to deafen")
+				}
+				front.Deafen()
+			},
 			transport: func(t *testing.T) options.Transport {
 				tr, err := kafka.New(kafka.Config{
 					Brokers:             b.Addrs(),

@@ -78,6 +78,10 @@ type Observer interface {
 	// SpecResent is called on a source for every spec it sends again
 	// because its agent did not acknowledge it.
 	SpecResent(dataType types.DataType)
+	// SubscriptionDeaf is called when a subscription is found to deliver
+	// nothing while connected (WithDeliveryCheck), with its role's name
+	// ("spec", "status", "specresync", "statusresync").
+	SubscriptionDeaf(side Side, subscription string)
 }
 
 // Stats is a snapshot of a client's state, for gauges (see
@@ -97,6 +101,23 @@ type Stats struct {
 	// long the oldest of them has waited.
 	Unacknowledged       int
 	OldestUnacknowledged time.Duration
+	// Subscriptions says, of each subscription the client's delivery check
+	// watches (WithDeliveryCheck; none with it off), when it last
+	// delivered, to the check's tick, and whether it is deaf.
+	Subscriptions []SubscriptionStats
+}
+
+// SubscriptionStats is what Stats says of one subscription.
+type SubscriptionStats struct {
+	// Subscription is the name of its role: "spec", "status",
+	// "specresync" or "statusresync".
+	Subscription string
+	// LastEvent is when it last delivered an event or a probe, or when
+	// the client started if it has delivered none.
+	LastEvent time.Time
+	// Deaf is true from when its probe did not come back until it
+	// delivers again.
+	Deaf bool
 }
 
 // NopObserver implements Observer and does nothing.
@@ -131,3 +152,6 @@ func (NopObserver) SpecAcknowledged(types.DataType, time.Duration) {}
 
 // SpecResent does nothing.
 func (NopObserver) SpecResent(types.DataType) {}
+
+// SubscriptionDeaf does nothing.
+func (NopObserver) SubscriptionDeaf(Side, string) {}

@@ -66,6 +66,7 @@ type config struct {
 	publishBurst   int
 	maxRetries     int
 	sessionTTL     time.Duration
+	deliveryCheck  time.Duration
 }
 
 func defaultConfig() config {
@@ -80,6 +81,7 @@ func defaultConfig() config {
 		publishBurst:   DefaultPublishBurst,
 		maxRetries:     DefaultMaxRetries,
 		sessionTTL:     DefaultResyncSessionTTL,
+		deliveryCheck:  DefaultDeliveryCheck,
 	}
 }
 
@@ -99,6 +101,9 @@ func (c *config) validate() error {
 	}
 	if c.sessionTTL <= 0 {
 		errs = append(errs, fmt.Errorf("resync session TTL: %v, want more than 0", c.sessionTTL))
+	}
+	if c.deliveryCheck < 0 {
+		errs = append(errs, fmt.Errorf("delivery check: %v, want 0 (off) or more", c.deliveryCheck))
 	}
 	if c.observer == nil {
 		errs = append(errs, errors.New("observer is nil"))

@@ -25,6 +25,7 @@ import (
 	"github.com/workwire/sdk-go/options/memory"
 	"github.com/workwire/sdk-go/options/mqtt"
 	"github.com/workwire/sdk-go/options/mqtt/mqtttest"
+	"github.com/workwire/sdk-go/options/transporttest"
 )
 
 // The scenarios below are the protocol's integration suite. Each runs on
@@ -38,6 +39,10 @@ type env struct {
 	transport   func(t *testing.T) options.Transport
 	restart     func(t *testing.T)
 	sendRaw     func(t *testing.T, r options.Route, payload []byte)
+	// deafen makes tr, one of transport's, deaf: its connection stays
+	// up, but nothing more is delivered on it; a new connection hears.
+	// Nil where the transport's tests cannot do it.
+	deafen func(t *testing.T, tr options.Transport)
 	// filtersDataTypes: the broker delivers a subscriber only the data
 	// types it subscribed to, so an unknown one never reaches a client.
 	filtersDataTypes bool
@@ -70,6 +75,7 @@ var scenarios = []scenario{
 	{name: "LargeResyncIsOneEventUnlessTheLimitSplitsIt", run: scenarioLargeResyncIsOneEventUnlessTheLimitSplitsIt},
 	{name: "FailingHandlerIsRetried", run: scenarioFailingHandlerIsRetried},
 	{name: "SingularDataTypeIsAccepted", run: scenarioSingularDataTypeIsAccepted},
+	{name: "ADeafSubscriptionIsFoundAndHealed", run: scenarioADeafSubscriptionIsFoundAndHealed},
 }
 
 type envMaker struct {
@@ -91,6 +97,7 @@ func envMakers() []envMaker {
 				transport: func(*testing.T) options.Transport { return b.Transport() },
 				restart:   func(*testing.T) { b.Restart() },
 				sendRaw:   func(_ *testing.T, r options.Route, p []byte) { b.SendRaw(r, p) },
+				deafen:    func(_ *testing.T, tr options.Transport) { tr.(*memory.Transport).Deafen() },
 			}
 		}},
 		{name: "mqtt-embedded", make: func(t *testing.T, _ bool) *env {
@@ -126,17 +133,32 @@ func envMakers() []envMaker {
 }
 
 func mqttEnv(addr string) *env {
+	var mu sync.Mutex
+	proxies := map[options.Transport]*transporttest.Proxy{} // each transport's own, to make it deaf
 	return &env{
 		transport: func(t *testing.T) options.Transport {
+			p, err := transporttest.NewProtocolProxy(transporttest.MQTT, addr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = p.Close() })
 			tr, err := mqtt.New(mqtt.Config{
-				BrokerHost:          addr,
+				BrokerHost:          p.Addr(),
 				ReconnectMinBackoff: options.Duration(20 * time.Millisecond),
 				ReconnectMaxBackoff: options.Duration(500 * time.Millisecond),
 			}, mqtt.WithLogger(logr.Discard()))
 			if err != nil {
 				t.Fatal(err)
 			}
+			mu.Lock()
+			proxies[tr] = p
+			mu.Unlock()
 			return tr
+		},
+		deafen: func(_ *testing.T, tr options.Transport) {
+			mu.Lock()
+			defer mu.Unlock()
+			proxies[tr].Deafen()
 		},
 		sendRaw: func(t *testing.T, r options.Route, payload []byte) {
 			topics, err := options.WorkwireLayout.Compile()
@@ -916,4 +938,99 @@ func scenarioSingularDataTypeIsAccepted(t *testing.T, e *env) {
 		t.Fatal(err)
 	}
 	eventually(t, "singular type applied", func() bool { return agent.store.len() == 1 })
+}
+
+// deafBound is the delivery check's bound in the deafness scenario: short,
+// so the scenario takes seconds, and the bound the check keeps is shown in
+// virtual time by TestTheDeliveryCheckFindsADeafSubscriptionWithinItsBound.
+const deafBound = 3 * time.Second
+
+// A subscription that stops delivering while its connection stays up is
+// found deaf (Healthy says so, and the observer counts it), and healed:
+// the transport connects again, the client resyncs, and everything sent
+// into the deaf subscription arrives — status updates of specs already
+// acknowledged to a deaf source, spec updates to a deaf agent.
+func scenarioADeafSubscriptionIsFoundAndHealed(t *testing.T, e *env) {
+	if e.deafen == nil {
+		t.Skip("this transport's tests cannot make a subscription deaf")
+	}
+	for _, deaf := range []generic.Side{generic.SideSource, generic.SideAgent} {
+		t.Run(string(deaf), func(t *testing.T) {
+			cluster := e.c1
+			if deaf == generic.SideAgent {
+				cluster = e.c2
+			}
+			const n = 10
+			hubStore, agentStore := newStore(), newStore()
+			var uids []string
+			for i := range n {
+				w := newWidget(e.src, cluster, fmt.Sprint("w", i), "s1", 1)
+				hubStore.put(w)
+				agentStore.put(w)
+				uids = append(uids, string(w.UID))
+			}
+			hubTr, agentTr := e.transport(t), e.transport(t)
+			check := generic.WithDeliveryCheck(deafBound)
+			agent := startAgent(t, agentTr, cluster, agentStore, check)
+			hub := startSource(t, e.src, hubTr, hubStore, check)
+			report := func(status string) {
+				for _, uid := range uids {
+					w, _ := agentStore.get(uid)
+					w.Status = status
+					agentStore.put(w)
+					if err := agent.client.Publish(context.Background(), statusUpdate, w); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+			hubHas := func(status string) func() bool {
+				return func() bool {
+					for _, uid := range uids {
+						if w, _ := hubStore.get(uid); w.Status != status {
+							return false
+						}
+					}
+					return true
+				}
+			}
+			report("applied")
+			eventually(t, "the source to have every first status", hubHas("applied"))
+
+			began := time.Now()
+			healthy, obs := agent.client.Healthy, agent.obs
+			healed := func() bool {
+				for _, uid := range uids {
+					if w, _ := agentStore.get(uid); w.Spec != "s2" {
+						return false
+					}
+				}
+				return true
+			}
+			if deaf == generic.SideSource {
+				e.deafen(t, hubTr)
+				healthy, obs, healed = hub.client.Healthy, hub.obs, hubHas("available")
+				report("available")
+			} else {
+				e.deafen(t, agentTr)
+				for _, uid := range uids {
+					w, _ := hubStore.get(uid)
+					w.Spec, w.Generation = "s2", 2
+					hubStore.put(w)
+					if err := hub.client.Publish(context.Background(), specUpdate, w); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+			eventually(t, "Healthy to say the subscription is deaf", func() bool { return errors.Is(healthy(), options.ErrDeaf) })
+			found := time.Since(began)
+			eventually(t, "everything sent into the deaf subscription to arrive", healed)
+			arrived := time.Since(began)
+			eventually(t, "Healthy again", func() bool { return healthy() == nil })
+			if obs.deafCount() == 0 {
+				t.Error("the observer did not count the deaf subscription")
+			}
+			t.Logf("deaf %s: found after %v, what it missed arrived after %v (bound %v)", deaf,
+				found.Round(10*time.Millisecond), arrived.Round(10*time.Millisecond), deafBound)
+		})
+	}
 }

@@ -5,8 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 
 	cloudevents "github.com/cloudevents/sdk-go/v2/event"
+	"github.com/google/uuid"
 )
 
 // Sentinel errors every transport returns (wrapped) where they apply.
@@ -29,6 +31,14 @@ var (
 	// role needs or names one no topic can carry ('/', '+', '#'): sending
 	// it again cannot succeed. It is not sent.
 	ErrInvalidRoute = errors.New("invalid route")
+	// ErrDeaf is wrapped by the Healthy of a client one of whose
+	// subscriptions delivers nothing while its connection looks up: a probe
+	// through it did not come back in time.
+	ErrDeaf = errors.New("subscription delivers nothing")
+	// ErrProbeUnsupported is returned by Prober.Probe for a subscription
+	// the transport cannot probe (a broadcast every peer receives), or
+	// whose probe the broker refused (an ACL without the probe's topic).
+	ErrProbeUnsupported = errors.New("cannot probe the subscription")
 )
 
 // CheckEvent returns an error wrapping ErrInvalidEvent if evt is nil or not
@@ -248,6 +258,71 @@ type EventSizeLimiter interface {
 	// MaxEventBytes returns the largest event Send sends, 0 if unknown. It
 	// is goroutine-safe and may change once the transport has connected.
 	MaxEventBytes() int
+}
+
+// ProbeType is the CloudEvents type of a probe (see Prober). Receivers take
+// an event of this type as a sign that its subscription delivers, and
+// handle it no further.
+const ProbeType = "io.workwire.probe"
+
+// Prober is implemented by transports that can tell whether a subscription
+// still delivers while the connection looks up — a broker that lost the
+// subscription, a proxy that keeps the connection but not its deliveries,
+// a receive loop that died. The generic clients probe each subscription
+// that has been quiet for a while (generic.WithDeliveryCheck) and call
+// Reconnect when a probe does not come back; workwire's transports all
+// implement it.
+type Prober interface {
+	// Probe arranges for evt, an event of ProbeType, to reach the
+	// receiver on a delivery whose route has sub's role, once sub is
+	// shown to deliver: sent through the broker to this transport's own
+	// subscription (and to no other client's), or handed over once the
+	// broker shows it has delivered everything it held for sub (a
+	// heartbeat on sub's stream, the consumer caught up with what the
+	// broker had when probed). It returns once the probe is on its way,
+	// and gives up on it when ctx ends. It returns ErrProbeUnsupported for
+	// a subscription it cannot probe, or whose probe the broker refuses;
+	// ErrNotConnected while it has no connection. It is goroutine-safe.
+	Probe(ctx context.Context, sub Subscription, evt *cloudevents.Event) error
+	// Redial ends the transport's connection to the broker (or the
+	// subscriptions' streams), giving cause as the reason, and connects
+	// and subscribes again as after any loss: the receiver's Connected
+	// follows, so the client resyncs. It does not block; while the
+	// transport is not connected it does nothing.
+	Redial(cause error)
+}
+
+// ProbePeer is the peer ID a probe's route names where a transport sends
+// the probe through the broker (ProbeRoute): no cluster is called so (a
+// cluster's name is a DNS label), so no agent or source subscribes to it
+// but the prober itself. An ACL that confines clients to their own topics
+// must let each write the probe's (docs/mosquitto.md).
+const ProbePeer = "_probe"
+
+// ProbeRoute returns the route of a probe through sub, which only the
+// subscriber of sub (or its replicas) receives: for a source's statuses,
+// a status to it from ProbePeer; for an agent's specs, a spec to it from
+// ProbePeer. It returns false for the subscriptions that every peer shares
+// (resync requests), through which a probe would reach the whole fleet.
+func ProbeRoute(sub Subscription) (Route, bool) {
+	switch {
+	case sub.Role == RoleStatus && sub.Source != "" && sub.Cluster == "":
+		return Route{Role: RoleStatus, Source: sub.Source, Cluster: ProbePeer}, true
+	case sub.Role == RoleSpec && sub.Cluster != "" && sub.Source == "":
+		return Route{Role: RoleSpec, Source: ProbePeer, Cluster: sub.Cluster}, true
+	}
+	return Route{}, false
+}
+
+// NewProbe returns a probe event from source (the client's ID), with a
+// fresh random ID and the time it was made.
+func NewProbe(source string) *cloudevents.Event {
+	evt := cloudevents.New()
+	evt.SetID(uuid.NewString())
+	evt.SetType(ProbeType)
+	evt.SetSource(source)
+	evt.SetTime(time.Now())
+	return &evt
 }
 
 // HealthChecker is implemented by transports that can tell whether they are

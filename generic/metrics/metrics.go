@@ -15,6 +15,7 @@
 //	workwire_resync_answer_events_total{side,data_type}
 //	workwire_connects_total{side}
 //	workwire_specs_resent_total{data_type}                 specs a source sent again, unacknowledged
+//	workwire_deaf_subscriptions_total{side,subscription}   subscriptions found delivering nothing while connected
 //
 // Histograms:
 //
@@ -31,6 +32,8 @@
 //	workwire_held_resources{side}     where known: agents, and work holders' stores
 //	workwire_unacknowledged_specs     specs sources sent that no status acknowledged yet
 //	workwire_oldest_unacknowledged_spec_seconds  how long the oldest of them has waited
+//	workwire_last_event_age_seconds{side,subscription}  since a subscription last delivered (the oldest over the clients)
+//	workwire_deaf_subscription_clients{side,subscription}  clients whose subscription is deaf now
 //
 // Labels are bounded: no per-cluster or per-resource series.
 //
@@ -38,7 +41,9 @@
 // {reason="decode"} means a peer sends what this side cannot read;
 // {reason="stale"} and {reason="out_of_order"} are normal under redelivery.
 // workwire_connects_total rising means the connection to the broker keeps
-// dropping. A workwire_unacknowledged_specs that stays up, or a rising
+// dropping. A workwire_deaf_subscriptions_total that rises means the broker
+// (or something between) keeps a connection that stops delivering: every
+// rise is a reconnect, and a resync after it. A workwire_unacknowledged_specs that stays up, or a rising
 // workwire_specs_resent_total, means agents are away or their broker
 // loses events.
 package metrics
@@ -73,6 +78,7 @@ type Observer struct {
 	resyncSize     *prometheus.HistogramVec
 	resent         *prometheus.CounterVec
 	firstStatus    *prometheus.HistogramVec
+	deaf           *prometheus.CounterVec
 	gauges         *gauges
 }
 
@@ -138,10 +144,14 @@ func NewObserver(reg prometheus.Registerer) (*Observer, error) {
 			Help:    "From a spec's first send to the first status at its version.",
 			Buckets: prometheus.ExponentialBuckets(0.001, 4, 10), // 1ms to 4m
 		}, []string{"data_type"}),
+		deaf: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "workwire", Name: "deaf_subscriptions_total",
+			Help: "Subscriptions found to deliver nothing while connected (a probe through them did not come back); each is reconnected.",
+		}, []string{"side", "subscription"}),
 		gauges: newGauges(),
 	}
 	for _, c := range []prometheus.Collector{o.received, o.dropped, o.sent, o.resyncs, o.resyncAnswered, o.connects,
-		o.sendDuration, o.eventAge, o.resyncDuration, o.resyncSize, o.resent, o.firstStatus, o.gauges} {
+		o.sendDuration, o.eventAge, o.resyncDuration, o.resyncSize, o.resent, o.firstStatus, o.deaf, o.gauges} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("metrics: %w", err)
 		}
@@ -200,6 +210,11 @@ func (o *Observer) SpecResent(dt types.DataType) {
 	o.resent.WithLabelValues(dt.String()).Inc()
 }
 
+// SubscriptionDeaf implements generic.Observer.
+func (o *Observer) SubscriptionDeaf(side generic.Side, subscription string) {
+	o.deaf.WithLabelValues(string(side), subscription).Inc()
+}
+
 // Track adds what stats returns — the Stats method of a generic client or a
 // work holder — to the gauges of side, read at every scrape, until untrack
 // is called.
@@ -209,7 +224,7 @@ func (o *Observer) Track(side generic.Side, stats func() generic.Stats) (untrack
 
 // gauges is a collector of the tracked clients' Stats, summed per side.
 type gauges struct {
-	connected, queued, held, unacked, oldest *prometheus.Desc
+	connected, queued, held, unacked, oldest, lastEvent, deaf *prometheus.Desc
 
 	mu      sync.Mutex
 	next    int
@@ -228,6 +243,8 @@ func newGauges() *gauges {
 		held:      prometheus.NewDesc("workwire_held_resources", "Resources the tracked clients hold, where they know.", []string{"side"}, nil),
 		unacked:   prometheus.NewDesc("workwire_unacknowledged_specs", "Specs the tracked sources sent that no status acknowledged yet.", nil, nil),
 		oldest:    prometheus.NewDesc("workwire_oldest_unacknowledged_spec_seconds", "How long the oldest spec no status acknowledged has waited.", nil, nil),
+		lastEvent: prometheus.NewDesc("workwire_last_event_age_seconds", "Since the tracked clients' subscription last delivered an event or a probe: the oldest over the clients.", []string{"side", "subscription"}, nil),
+		deaf:      prometheus.NewDesc("workwire_deaf_subscription_clients", "Tracked clients whose subscription delivers nothing while connected, now.", []string{"side", "subscription"}, nil),
 		tracked:   make(map[int]tracked),
 	}
 }
@@ -252,6 +269,8 @@ func (g *gauges) Describe(ch chan<- *prometheus.Desc) {
 	ch <- g.held
 	ch <- g.unacked
 	ch <- g.oldest
+	ch <- g.lastEvent
+	ch <- g.deaf
 }
 
 // Collect implements prometheus.Collector.
@@ -264,6 +283,13 @@ func (g *gauges) Collect(ch chan<- prometheus.Metric) {
 		knowsHeld               bool
 	}
 	bySide := map[generic.Side]*sums{}
+	type subKey struct {
+		side generic.Side
+		sub  string
+	}
+	type subSums struct{ age, deaf float64 }
+	bySub := map[subKey]*subSums{}
+	now := time.Now()
 	var unacked, oldest float64
 	for _, t := range all {
 		s := bySide[t.side]
@@ -282,6 +308,24 @@ func (g *gauges) Collect(ch chan<- prometheus.Metric) {
 		}
 		unacked += float64(st.Unacknowledged)
 		oldest = max(oldest, st.OldestUnacknowledged.Seconds())
+		for _, sub := range st.Subscriptions {
+			k := subKey{t.side, sub.Subscription}
+			ss := bySub[k]
+			if ss == nil {
+				ss = &subSums{}
+				bySub[k] = ss
+			}
+			if !sub.LastEvent.IsZero() {
+				ss.age = max(ss.age, now.Sub(sub.LastEvent).Seconds())
+			}
+			if sub.Deaf {
+				ss.deaf++
+			}
+		}
+	}
+	for k, ss := range bySub {
+		ch <- prometheus.MustNewConstMetric(g.lastEvent, prometheus.GaugeValue, ss.age, string(k.side), k.sub)
+		ch <- prometheus.MustNewConstMetric(g.deaf, prometheus.GaugeValue, ss.deaf, string(k.side), k.sub)
 	}
 	ch <- prometheus.MustNewConstMetric(g.unacked, prometheus.GaugeValue, unacked)
 	ch <- prometheus.MustNewConstMetric(g.oldest, prometheus.GaugeValue, oldest)

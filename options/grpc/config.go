@@ -33,9 +33,6 @@ const (
 	// accepts; above the server's default publish limit, so that no event
 	// the server accepted breaks a stream.
 	DefaultMaxReceiveBytes = 16 << 20
-	// DefaultHeartbeatMisses is how many heartbeat intervals the client
-	// waits without hearing from the server before it resubscribes.
-	DefaultHeartbeatMisses = 3
 )
 
 // Config is the gRPC transport's configuration, as a config file holds it
@@ -80,13 +77,15 @@ type Config struct {
 	ReconnectMinBackoff options.Duration `json:"reconnectMinBackoff,omitempty"`
 	ReconnectMaxBackoff options.Duration `json:"reconnectMaxBackoff,omitempty"`
 	// HeartbeatTimeout is how long a subscription may hear nothing (no
-	// event, no heartbeat) before the client treats it as dead and
-	// resubscribes. Set, it applies to any broker, OCM's too, which sends
-	// heartbeats every 10s without announcing it (OCM's files call it
-	// serverHealthinessTimeout). Unset, it is DefaultHeartbeatMisses times
-	// the interval the broker announces (workwire's does, in a response
-	// header), and a broker that announces none is never timed out, so a
-	// merely idle stream is never torn down. Negative turns the check off.
+	// event, no heartbeat) before the transport itself treats it as dead
+	// and resubscribes, whatever uses it; it applies to any broker, OCM's
+	// too, which sends heartbeats every 10s without announcing it (OCM's
+	// files call it serverHealthinessTimeout). Unset (or negative), the
+	// transport times nothing out: the clients' delivery check
+	// (generic.WithDeliveryCheck) probes a quiet stream by the broker's
+	// next heartbeat, on a broker that announces its interval (workwire's
+	// does, in a response header), and has the transport resubscribe when
+	// none comes; a merely idle stream is never torn down.
 	HeartbeatTimeout options.Duration `json:"heartbeatTimeout,omitempty"`
 	// MaxEventBytes rejects larger events (their encoded publish request)
 	// at Send with options.ErrTooLarge, without sending them.

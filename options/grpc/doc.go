@@ -34,13 +34,15 @@
 // cloud load balancers), and announces the interval in its headers. A
 // stream that ends for any reason — the broker restarting, a proxy
 // resetting it (RST_STREAM, reported as Internal), the broker dropping a
-// subscriber that fell behind — or that stays silent for
-// DefaultHeartbeatMisses announced intervals (or Config.HeartbeatTimeout)
-// is opened again with capped exponential backoff, and the receiver's
-// Connected is called, so the client resyncs what it missed. A merely idle
-// stream is never torn down: a broker that announces no heartbeats is
-// never timed out unless Config.HeartbeatTimeout is set. gRPC keep-alive
-// pings (30s) find dead connections too.
+// subscriber that fell behind — is opened again with capped exponential
+// backoff, and the receiver's Connected is called, so the client resyncs
+// what it missed. One that stays up but delivers nothing, heartbeats
+// included, is found by the clients' delivery check
+// (generic.WithDeliveryCheck), whose probe of a quiet stream is the
+// broker's next heartbeat (options.Prober), and opened again the same way
+// (or by the transport itself, after Config.HeartbeatTimeout). A merely
+// idle stream is never torn down. gRPC keep-alive pings (30s) find dead
+// connections too.
 //
 // # Security
 //

@@ -2,6 +2,7 @@ package grpc_test
 
 import (
 	"testing"
+	"time"
 
 	"github.com/go-logr/logr"
 	"go.uber.org/goleak"
@@ -9,6 +10,7 @@ import (
 	"github.com/workwire/sdk-go/options"
 	"github.com/workwire/sdk-go/options/grpc"
 	"github.com/workwire/sdk-go/options/grpc/grpctest"
+	"github.com/workwire/sdk-go/options/grpc/server"
 	"github.com/workwire/sdk-go/options/transporttest"
 )
 
@@ -24,7 +26,8 @@ func newTransport(t testing.TB, cfg grpc.Config, opts ...grpc.Option) *grpc.Tran
 }
 
 func TestConformance(t *testing.T) {
-	srv := grpctest.NewServer(t)
+	// Heartbeats five times a second: the probes of the streams wait for the next one.
+	srv := grpctest.NewServerWithConfig(t, server.Config{HeartbeatInterval: options.Duration(200 * time.Millisecond)})
 	transporttest.Run(t, transporttest.Harness{
 		New: func(t *testing.T) options.Transport { return newTransport(t, srv.Config()) },
 		NewUnreachable: func(t *testing.T) options.Transport {

@@ -97,13 +97,16 @@ func TestWithoutHeartbeatsAnIdleTimeoutProxyForcesAReconnect(t *testing.T) {
 }
 
 // A connection that silently stops carrying data (no FIN, no RST) is found
-// dead by the missing heartbeats, long before TCP or keep-alive would.
+// dead by the missing heartbeats, long before TCP or keep-alive would, by
+// the transport's own watch (HeartbeatTimeout, OCM's
+// serverHealthinessTimeout); without it, by the clients' delivery check.
 func TestMissingHeartbeatsRevealADeadStream(t *testing.T) {
 	srv := grpctest.NewServerWithConfig(t, server.Config{HeartbeatInterval: options.Duration(50 * time.Millisecond)})
 	p := newProxy(t, 0, srv.Addr())
 	cfg := srv.Config()
 	cfg.ServerAddress = p.addr()
 	cfg.DialTimeout = options.Duration(time.Second)
+	cfg.HeartbeatTimeout = options.Duration(150 * time.Millisecond)
 	agent := newTransport(t, cfg)
 	r := transporttest.NewRecorder()
 	startTransport(t, agent, options.AgentSubscriptions("cluster1", []string{dataType}), r)

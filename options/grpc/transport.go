@@ -81,6 +81,10 @@ type Transport struct {
 	recv    options.Receiver
 	subs    []options.Subscription
 	reqs    []*protocol.SubscriptionRequest
+	session *session // the current one; nil before the first
+
+	probeMu sync.Mutex
+	probes  map[*probeWait]struct{}
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -91,6 +95,7 @@ var (
 	_ options.Transport        = (*Transport)(nil)
 	_ options.EventSizeLimiter = (*Transport)(nil)
 	_ options.HealthChecker    = (*Transport)(nil)
+	_ options.Prober           = (*Transport)(nil)
 	_ options.TransportConfig  = (*Config)(nil)
 )
 
@@ -344,6 +349,7 @@ type streamState struct {
 	cancel   context.CancelFunc // ends this stream alone
 	lastRecv atomic.Int64       // unix nanoseconds
 	interval time.Duration      // the heartbeat interval the broker announced; 0 if none
+	probed   atomic.Int32       // probes waiting for what the stream receives next
 	// servesAll: the broker said which data types the stream carries, as
 	// workwire's does for every data type the request names.
 	servesAll bool
@@ -426,6 +432,9 @@ func (t *Transport) subscribe(ctx context.Context) (*session, error) {
 		sess.wg.Add(1)
 		go t.receive(sess, st)
 	}
+	t.mu.Lock()
+	t.session = sess
+	t.mu.Unlock()
 	return sess, nil
 }
 
@@ -512,11 +521,12 @@ func (t *Transport) supervise(sess *session) {
 }
 
 // watch returns when sess ends, or when one of its streams has been silent
-// past its heartbeat timeout.
+// past Config.HeartbeatTimeout, if it is set.
 func (t *Transport) watch(sess *session) error {
+	limit := time.Duration(t.cfg.HeartbeatTimeout)
 	var tick <-chan time.Time
-	if period := t.watchPeriod(sess); period > 0 {
-		ticker := time.NewTicker(period)
+	if limit > 0 && len(sess.streams) > 0 {
+		ticker := time.NewTicker(limit / 4)
 		defer ticker.Stop()
 		tick = ticker.C
 	}
@@ -527,8 +537,7 @@ func (t *Transport) watch(sess *session) error {
 		case <-tick:
 			now := time.Now().UnixNano()
 			for _, st := range sess.streams {
-				limit := t.heartbeatTimeout(st)
-				if limit > 0 && time.Duration(now-st.lastRecv.Load()) > limit {
+				if time.Duration(now-st.lastRecv.Load()) > limit {
 					err := fmt.Errorf("no heartbeat for %v", limit)
 					sess.fail(err)
 					return err
@@ -536,29 +545,6 @@ func (t *Transport) watch(sess *session) error {
 			}
 		}
 	}
-}
-
-// heartbeatTimeout is how long st may be silent; 0 for no limit.
-func (t *Transport) heartbeatTimeout(st *streamState) time.Duration {
-	switch {
-	case t.cfg.HeartbeatTimeout < 0:
-		return 0
-	case t.cfg.HeartbeatTimeout > 0:
-		return time.Duration(t.cfg.HeartbeatTimeout)
-	case st.interval > 0:
-		return DefaultHeartbeatMisses * st.interval
-	}
-	return 0 // no heartbeats announced: an idle stream is fine
-}
-
-func (t *Transport) watchPeriod(sess *session) time.Duration {
-	var p time.Duration
-	for _, st := range sess.streams {
-		if l := t.heartbeatTimeout(st); l > 0 && (p == 0 || l/4 < p) {
-			p = l / 4
-		}
-	}
-	return p
 }
 
 // receive reads one stream until it fails or the session ends.
@@ -571,6 +557,9 @@ func (t *Transport) receive(sess *session, st *streamState) {
 			return
 		}
 		st.lastRecv.Store(time.Now().UnixNano())
+		if st.probed.Load() > 0 {
+			t.heard(st)
+		}
 		if msg.GetType() == protocol.HeartbeatType {
 			continue
 		}
@@ -620,6 +609,107 @@ func (t *Transport) wants(r options.Route) bool {
 		}
 	}
 	return false
+}
+
+// probeWait is a probe waiting for each of the streams that carry its
+// subscription to receive something: an event or a heartbeat.
+type probeWait struct {
+	evt  *cloudevents.Event
+	role options.Role
+	left map[*streamState]bool
+}
+
+// carries reports whether st streams sub's events: a source's stream its
+// statuses and spec resync requests, an agent's its specs and status
+// resync requests.
+func carries(st *streamState, sub options.Subscription) bool {
+	if sub.Role == options.RoleSpec || sub.Role == options.RoleStatusResync {
+		return st.req.GetClusterName() != ""
+	}
+	return st.req.GetSource() != ""
+}
+
+// Probe implements options.Prober: evt reaches the receiver once every
+// stream that carries sub has received something more, the broker's next
+// heartbeat at the latest. A stream whose broker announced no heartbeat
+// interval, or one longer than ctx leaves the probe, cannot be probed.
+func (t *Transport) Probe(ctx context.Context, sub options.Subscription, evt *cloudevents.Event) error {
+	t.mu.Lock()
+	sess := t.session
+	t.mu.Unlock()
+	if sess == nil || sess.ctx.Err() != nil {
+		return fmt.Errorf("grpc: probe: %w", options.ErrNotConnected)
+	}
+	w := &probeWait{evt: evt, role: sub.Role, left: map[*streamState]bool{}}
+	deadline, bounded := ctx.Deadline()
+	for _, st := range sess.streams {
+		if !carries(st, sub) {
+			continue
+		}
+		if st.interval <= 0 || (bounded && time.Until(deadline) <= st.interval) {
+			return fmt.Errorf("grpc: %s: %w: the broker announced a heartbeat interval of %v", sub.Role, options.ErrProbeUnsupported, st.interval)
+		}
+		w.left[st] = true
+	}
+	if len(w.left) == 0 {
+		return fmt.Errorf("grpc: %s: %w: no stream carries it", sub.Role, options.ErrProbeUnsupported)
+	}
+	t.probeMu.Lock()
+	if t.probes == nil {
+		t.probes = make(map[*probeWait]struct{})
+	}
+	t.probes[w] = struct{}{}
+	for st := range w.left {
+		st.probed.Add(1)
+	}
+	t.probeMu.Unlock()
+	context.AfterFunc(ctx, func() { t.dropProbe(w) })
+	return nil
+}
+
+// heard counts what st just received towards the probes waiting for it,
+// and hands over those it completes.
+func (t *Transport) heard(st *streamState) {
+	var done []*probeWait
+	t.probeMu.Lock()
+	for w := range t.probes {
+		if w.left[st] {
+			delete(w.left, st)
+			st.probed.Add(-1)
+			if len(w.left) == 0 {
+				delete(t.probes, w)
+				done = append(done, w)
+			}
+		}
+	}
+	t.probeMu.Unlock()
+	for _, w := range done {
+		t.recv.Deliver(options.NewDelivery(options.Route{Role: w.role}, w.evt, nil))
+	}
+}
+
+// dropProbe forgets w, if it is still waiting.
+func (t *Transport) dropProbe(w *probeWait) {
+	t.probeMu.Lock()
+	defer t.probeMu.Unlock()
+	if _, ok := t.probes[w]; !ok {
+		return
+	}
+	delete(t.probes, w)
+	for st := range w.left {
+		st.probed.Add(-1)
+	}
+}
+
+// Redial implements options.Prober: it ends the current session, whose end
+// the supervisor logs with cause, and subscribes again.
+func (t *Transport) Redial(cause error) {
+	t.mu.Lock()
+	sess := t.session
+	t.mu.Unlock()
+	if sess != nil {
+		sess.fail(cause)
+	}
 }
 
 // Healthy implements options.HealthChecker: nil while every Subscribe

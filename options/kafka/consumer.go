@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/IBM/sarama"
@@ -215,6 +216,9 @@ type groupHandler struct {
 	read map[topicPartition]bool
 	// endCause is why the last session ended, as sarama gave it.
 	endCause error
+	// leave ends the membership of the session that runs, giving up its
+	// connections (Transport.Redial); nil between sessions.
+	leave context.CancelCauseFunc
 }
 
 // resync is why the receiver is told Connected; the larger value wins.
@@ -312,11 +316,47 @@ func (h *groupHandler) ready() {
 	h.joinedOnce.Do(func() { close(h.joined) })
 }
 
-// newSession forgets the last session before the next join.
-func (h *groupHandler) newSession() {
+// newSession forgets the last session before the next join, and returns
+// the context of the membership it joins, which Redial ends.
+func (h *groupHandler) newSession(ctx context.Context) (context.Context, context.CancelCauseFunc) {
+	mctx, leave := context.WithCancelCause(ctx)
 	h.mu.Lock()
-	h.complete, h.endCause = false, nil
+	h.complete, h.endCause, h.leave = false, nil, leave
 	h.mu.Unlock()
+	return mctx, leave
+}
+
+// redial ends the membership that runs, if one does, with cause.
+func (h *groupHandler) redial(cause error) {
+	h.mu.Lock()
+	leave := h.leave
+	h.mu.Unlock()
+	if leave != nil {
+		leave(&redialError{cause})
+	}
+}
+
+// redialError ends a membership that Redial asked to connect again.
+type redialError struct{ cause error }
+
+func (e *redialError) Error() string { return e.cause.Error() }
+func (e *redialError) Unwrap() error { return e.cause }
+
+// claims returns the trackers of topic's partitions this member reads,
+// once its session reads every claim; false before.
+func (h *groupHandler) claims(topic string) (map[int32]*tracker, bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if !h.complete {
+		return nil, false
+	}
+	out := make(map[int32]*tracker)
+	for tp, tr := range h.trackers {
+		if tp.topic == topic {
+			out[tp.partition] = tr
+		}
+	}
+	return out, true
 }
 
 func (h *groupHandler) sessionComplete() bool {
@@ -381,6 +421,12 @@ func (h *groupHandler) ConsumeClaim(sess sarama.ConsumerGroupSession, claim sara
 		sess.MarkOffset(claim.Topic(), claim.Partition(), start, "")
 		sess.Commit()
 	}
+	switch {
+	case start >= 0:
+		tr.seen.Store(start)
+	case claim.InitialOffset() >= 0:
+		tr.seen.Store(claim.InitialOffset())
+	}
 	h.mu.Lock()
 	if claim.InitialOffset() < 0 && keepsState(role) {
 		// No committed offset (a new partition, or retention removed
@@ -410,6 +456,7 @@ func (h *groupHandler) ConsumeClaim(sess sarama.ConsumerGroupSession, claim sara
 				}
 				start = -1
 			}
+			tr.seen.Store(m.Offset + 1)
 			h.t.receive(h.plan, role, m, tr.add(m.Offset))
 		case <-ctx.Done():
 			return nil
@@ -472,6 +519,9 @@ type tracker struct {
 	topic     string
 	partition int32
 	max       int
+	// seen is the offset after the last record read (delivered or
+	// skipped), where the partition is read from: what a probe waits for.
+	seen atomic.Int64
 
 	mu       sync.Mutex
 	base     uint64 // sequence number of pending[0]

@@ -136,6 +136,15 @@
 // of rebalances shows; keep group membership stable (static replica counts,
 // SessionTimeout above the pauses a member can have) where it matters.
 //
+// # Subscriptions that deliver nothing
+//
+// The clients' delivery check (generic.WithDeliveryCheck) probes a quiet
+// subscription without sending anything: Probe asks the brokers for the
+// end of each partition of its topic this member reads, and the probe
+// comes back once the member has read that far. A member whose fetches come
+// back empty while the partitions grow never gets there. Redial ends the
+// membership and joins again with connections of its own: a reconnect.
+//
 // # Credentials
 //
 // SASLConfig.PasswordFile keeps the password out of the config, in a

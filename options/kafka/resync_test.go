@@ -58,7 +58,8 @@ type session struct {
 // run drives h through s the way sarama and Transport.consume do.
 func (s session) run(t *testing.T, h *groupHandler) {
 	t.Helper()
-	h.newSession()
+	_, leave := h.newSession(context.Background())
+	defer leave(nil)
 	if s.joinErr != nil {
 		h.ended(s.joinErr)
 		return

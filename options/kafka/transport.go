@@ -80,6 +80,8 @@ type Transport struct {
 	started  bool
 	closed   bool
 	producer sarama.AsyncProducer // nil while not connected
+	client   sarama.Client        // the producer's; nil while not connected
+	group    *groupHandler        // nil without subscriptions
 	runDone  <-chan struct{}      // closed when the producer and consumer stop
 	recv     options.Receiver
 
@@ -133,6 +135,7 @@ var (
 	_ options.Transport        = (*Transport)(nil)
 	_ options.EventSizeLimiter = (*Transport)(nil)
 	_ options.HealthChecker    = (*Transport)(nil)
+	_ options.Prober           = (*Transport)(nil)
 	_ options.TransportConfig  = (*Config)(nil)
 )
 
@@ -336,7 +339,7 @@ func (t *Transport) Start(ctx context.Context, subs []options.Subscription, r op
 		_ = client.Close()
 		return errStartClosed
 	}
-	t.producer, t.runDone = producer, runCtx.Done()
+	t.producer, t.client, t.runDone = producer, client, runCtx.Done()
 	t.goLocked(&run, func() { t.dispatch(runCtx, client, producer) })
 	if len(subs) == 0 {
 		// Started: a Close from now on stops what runs.
@@ -365,8 +368,8 @@ func (t *Transport) Start(ctx context.Context, subs []options.Subscription, r op
 		_ = group.Close()
 		return errStartClosed
 	}
-	t.goLocked(&run, func() { t.consume(runCtx, group, h) })
-	t.goLocked(&run, func() { t.consumerErrors(group, h) })
+	t.group = h
+	t.goLocked(&run, func() { t.consume(runCtx, group, h, &cc) })
 	t.mu.Unlock()
 
 	select {
@@ -481,13 +484,40 @@ func reply(m *sarama.ProducerMessage, err error) {
 }
 
 // consume owns the consumer group: it rejoins after every session until
-// the run ends, then leaves the group.
-func (t *Transport) consume(ctx context.Context, group sarama.ConsumerGroup, h *groupHandler) {
+// the run ends, then leaves the group. A membership Redial ended leaves
+// the group and joins it anew, with connections of its own.
+func (t *Transport) consume(ctx context.Context, group sarama.ConsumerGroup, h *groupHandler, cc *sarama.Config) {
+	errsDone := t.consumerErrors(group, h)
+	defer func() {
+		if err := group.Close(); err != nil {
+			t.log.V(2).Info("leaving consumer group", "group", h.plan.groupID, "err", err)
+		}
+		<-errsDone
+	}()
 	for attempt := 0; ; {
-		h.newSession()
-		err := group.Consume(ctx, h.plan.topics, h)
+		mctx, leave := h.newSession(ctx)
+		err := group.Consume(mctx, h.plan.topics, h)
+		leave(nil)
 		if ctx.Err() != nil {
-			break
+			return
+		}
+		if redial := (*redialError)(nil); errors.As(context.Cause(mctx), &redial) {
+			h.ended(errors.New("redial")) // whatever the session did: the next join is a connect
+			t.log.Info("connection lost; reconnecting", "to", "Kafka brokers", "group", h.plan.groupID, "err", t.tracker.Lost(redial.cause))
+			if err := group.Close(); err != nil {
+				t.log.V(2).Info("leaving consumer group", "group", h.plan.groupID, "err", err)
+			}
+			<-errsDone
+			if err := t.retry(ctx, "connect consumer group "+h.plan.groupID, func() (err error) {
+				group, err = sarama.NewConsumerGroup(t.cfg.Brokers, h.plan.groupID, cc)
+				return err
+			}); err != nil {
+				group = closedGroup{}
+				return
+			}
+			errsDone = t.consumerErrors(group, h)
+			attempt = 0
+			continue
 		}
 		if complete, rebalanced := h.ended(err); complete {
 			if !rebalanced {
@@ -509,20 +539,115 @@ func (t *Transport) consume(ctx context.Context, group sarama.ConsumerGroup, h *
 		delay := t.backoff.Delay(attempt)
 		t.tracker.Failed(delay, err)
 		if !connstate.Sleep(ctx, delay) {
-			break
+			return
 		}
 		attempt++
 	}
-	if err := group.Close(); err != nil {
-		t.log.V(2).Info("leaving consumer group", "group", h.plan.groupID, "err", err)
+}
+
+// closedGroup stands for a consumer group that could not be made again:
+// there is nothing to leave.
+type closedGroup struct{ sarama.ConsumerGroup }
+
+func (closedGroup) Close() error { return nil }
+
+// consumerErrors logs group's background errors on a goroutine of its own
+// until the group closes, and returns a channel closed then.
+func (t *Transport) consumerErrors(group sarama.ConsumerGroup, h *groupHandler) <-chan struct{} {
+	done := make(chan struct{})
+	errs := group.Errors()
+	if errs == nil {
+		close(done)
+		return done
+	}
+	go func() {
+		defer close(done)
+		for err := range errs {
+			h.setLastErr(err)
+			t.log.V(2).Info("consumer error", "group", h.plan.groupID, "err", err)
+		}
+	}()
+	return done
+}
+
+// Probe implements options.Prober: it asks the brokers for the end of each
+// partition of sub's topic this member reads, and evt reaches the receiver
+// once the member has read that far in every one of them (at once, if it
+// reads none). Records of other subscribers that the member skips count:
+// a probe asks whether the partitions are read, not whether a record for
+// this member came.
+func (t *Transport) Probe(ctx context.Context, sub options.Subscription, evt *cloudevents.Event) error {
+	t.mu.RLock()
+	client, h := t.client, t.group
+	t.mu.RUnlock()
+	if client == nil || h == nil {
+		return fmt.Errorf("kafka: probe: %w", options.ErrNotConnected)
+	}
+	topic := t.cfg.Topics.Topic(sub.Role)
+	claims, ok := h.claims(topic)
+	if !ok {
+		return fmt.Errorf("kafka: probe: %w: the consumer group is rebalancing", options.ErrNotConnected)
+	}
+	ends := make(map[int32]int64, len(claims))
+	for p := range claims {
+		end, err := client.GetOffset(topic, p, sarama.OffsetNewest)
+		if err != nil {
+			return fmt.Errorf("kafka: probe %s/%d: %w: %w", topic, p, options.ErrNotConnected, err)
+		}
+		ends[p] = end
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.closingLocked() {
+		return fmt.Errorf("kafka: probe: %w", options.ErrClosed)
+	}
+	t.wg.Add(1)
+	go func() {
+		defer t.wg.Done()
+		t.awaitProbe(ctx, h, topic, ends, options.NewDelivery(options.Route{Role: sub.Role}, evt, nil))
+	}()
+	return nil
+}
+
+// probePoll is how often a probe looks whether the member read far enough.
+const probePoll = 20 * time.Millisecond
+
+// awaitProbe hands d over once the member has read topic up to ends in
+// each partition it still reads, unless ctx or the transport ends first.
+func (t *Transport) awaitProbe(ctx context.Context, h *groupHandler, topic string, ends map[int32]int64, d *options.Delivery) {
+	ticker := time.NewTicker(probePoll)
+	defer ticker.Stop()
+	for {
+		claims, ok := h.claims(topic)
+		behind := !ok
+		for p, end := range ends {
+			if tr, reads := claims[p]; reads && tr.seen.Load() < end {
+				behind = true
+			}
+		}
+		if !behind {
+			t.recv.Deliver(d)
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.ctx.Done():
+			return
+		case <-ticker.C:
+		}
 	}
 }
 
-// consumerErrors logs the group's background errors until it closes.
-func (t *Transport) consumerErrors(group sarama.ConsumerGroup, h *groupHandler) {
-	for err := range group.Errors() {
-		h.setLastErr(err)
-		t.log.V(2).Info("consumer error", "group", h.plan.groupID, "err", err)
+// Redial implements options.Prober: the consumer group's membership ends,
+// and the transport joins again with new connections. The producer's
+// connections stay.
+func (t *Transport) Redial(cause error) {
+	t.mu.RLock()
+	h := t.group
+	t.mu.RUnlock()
+	if h != nil {
+		h.redial(cause)
 	}
 }
 

@@ -1,7 +1,8 @@
 // Package memory is an in-process transport: a Broker routes events between
 // the Transports it hands out, by the same roles as a real broker. Use it to
 // test code built on workwire's clients without a network; Disconnect,
-// Reconnect and Broker.Restart simulate connection loss, SetFaults makes
+// Reconnect and Broker.Restart simulate connection loss, Deafen a
+// connection that stays up but delivers nothing, SetFaults makes
 // the broker drop, duplicate, reorder and delay events, with choices drawn
 // from a seed, and WithMaxEventBytes gives it a size limit, as real brokers
 // have, so that Send fails with options.ErrTooLarge.
@@ -236,6 +237,8 @@ type Transport struct {
 	started   bool
 	closed    bool
 	connected bool
+	deaf      bool // connected, but nothing is delivered
+	redials   int
 	subs      []options.Subscription
 	recv      options.Receiver
 	inbox     []inMsg
@@ -261,6 +264,7 @@ var (
 	_ options.Transport        = (*Transport)(nil)
 	_ options.EventSizeLimiter = (*Transport)(nil)
 	_ options.HealthChecker    = (*Transport)(nil)
+	_ options.Prober           = (*Transport)(nil)
 )
 
 // Start subscribes and connects at once.
@@ -375,6 +379,55 @@ func (t *Transport) Reconnect() {
 	t.cond.Signal()
 }
 
+// Deafen keeps the connection up but delivers nothing to t — probes
+// included — until Redial: a broker that lost its subscriptions, a proxy
+// that passes pings alone.
+func (t *Transport) Deafen() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.deaf = true
+	t.dropInFlight()
+}
+
+// Probe implements options.Prober: evt comes back to t alone, on sub's
+// role, unless t is deaf or disconnected.
+func (t *Transport) Probe(_ context.Context, sub options.Subscription, evt *cloudevents.Event) error {
+	t.mu.Lock()
+	state := t.stateErr()
+	t.mu.Unlock()
+	if state != nil {
+		return fmt.Errorf("memory transport: probe: %w", state)
+	}
+	data, err := evt.MarshalJSON()
+	if err != nil {
+		return fmt.Errorf("memory transport: probe: %w", err)
+	}
+	t.enqueue(options.Route{Role: sub.Role, Source: sub.Source, Cluster: sub.Cluster}, data, 0)
+	return nil
+}
+
+// Redial implements options.Prober: a connected transport connects again,
+// hearing what is sent from then on, and tells its receiver.
+func (t *Transport) Redial(error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if !t.connected {
+		return
+	}
+	t.deaf = false
+	t.redials++
+	t.dropInFlight()
+	t.inbox = append(t.inbox, inMsg{connected: true})
+	t.cond.Signal()
+}
+
+// Redials returns how many times Redial connected again.
+func (t *Transport) Redials() int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.redials
+}
+
 // Close stops delivery and waits for it. It is idempotent.
 func (t *Transport) Close(ctx context.Context) error {
 	t.broker.mu.Lock()
@@ -391,7 +444,7 @@ func (t *Transport) Close(ctx context.Context) error {
 func (t *Transport) wants(r options.Route) bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if !t.connected {
+	if !t.connected || t.deaf {
 		return false
 	}
 	for _, s := range t.subs {
@@ -407,7 +460,7 @@ func (t *Transport) wants(r options.Route) bool {
 func (t *Transport) enqueue(r options.Route, data []byte, hold time.Duration) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if !t.connected {
+	if !t.connected || t.deaf {
 		return
 	}
 	m := inMsg{route: r, data: data}

@@ -29,6 +29,18 @@
 // the broker's packet limit comes in batches that only together say what
 // the agent lacks; the agent applies the duplicate answers idempotently.
 //
+// # Subscriptions that deliver nothing
+//
+// The clients' delivery check (generic.WithDeliveryCheck) probes a quiet
+// subscription of a source's statuses or an agent's specs through the
+// broker: Probe publishes the probe on the subscription's own topic, under
+// the peer options.ProbePeer, which only that client subscribes to (with
+// Config.SharedGroup, through a subscription of its own beside the
+// group's). A broker whose ACL confines clients to their topics must let
+// each write its probe's (docs/mosquitto.md); one that refuses it leaves
+// the check off, said once in the log. Redial ends the connection; the
+// transport connects again as after any loss.
+//
 // # Size limits
 //
 // An event larger than Config.MaxEventBytes, or than the maximum packet size

@@ -74,6 +74,7 @@ var (
 	_ options.Transport        = (*Transport)(nil)
 	_ options.EventSizeLimiter = (*Transport)(nil)
 	_ options.HealthChecker    = (*Transport)(nil)
+	_ options.Prober           = (*Transport)(nil)
 	_ options.TransportConfig  = (*Config)(nil)
 )
 
@@ -160,6 +161,15 @@ func (t *Transport) Start(ctx context.Context, subs []options.Subscription, r op
 		// the peer lacks. Every replica answers; answers are idempotent.
 		if t.cfg.SharedGroup != "" && (s.Role == options.RoleSpec || s.Role == options.RoleStatus) {
 			f = "$share/" + t.cfg.SharedGroup + "/" + f
+			// The group hands a probe to any one replica: each takes its
+			// own through a subscription of its own too.
+			if r, ok := options.ProbeRoute(s); ok {
+				probe, err := t.topics.Topic(r)
+				if err != nil {
+					return fmt.Errorf("mqtt: subscription: %w", err)
+				}
+				filters = append(filters, paho.SubscribeOptions{Topic: probe, QoS: t.cfg.qos()})
+			}
 		}
 		filters = append(filters, paho.SubscribeOptions{Topic: f, QoS: t.cfg.qos()})
 	}
@@ -630,6 +640,37 @@ func packetSize(p *paho.Publish) int {
 		}
 	}
 	return n
+}
+
+// Probe implements options.Prober: it publishes evt on the topic of
+// options.ProbeRoute(sub), which sub's filter matches and no other
+// client's. A broker that refuses the publish (an ACL without the probe's
+// topic) makes it ErrProbeUnsupported, logged once at the default level.
+func (t *Transport) Probe(ctx context.Context, sub options.Subscription, evt *cloudevents.Event) error {
+	route, ok := options.ProbeRoute(sub)
+	if !ok {
+		return fmt.Errorf("mqtt: %s: %w: every peer shares it", sub.Role, options.ErrProbeUnsupported)
+	}
+	err := t.Send(ctx, route, evt)
+	if err == nil || errors.Is(err, options.ErrNotConnected) || errors.Is(err, options.ErrClosed) || ctx.Err() != nil {
+		return err
+	}
+	topic, _ := t.topics.Topic(route)
+	t.log.Info("cannot check that the subscription delivers: the broker refused the probe; let the client write its topic", "subscription", sub.Role.String(), "topic", topic, "err", err)
+	return fmt.Errorf("mqtt: %w: %w", options.ErrProbeUnsupported, err)
+}
+
+// Redial implements options.Prober: it ends the current connection, whose
+// end the supervisor logs with cause, and connects again.
+func (t *Transport) Redial(cause error) {
+	t.mu.Lock()
+	cli, end := t.client, t.ending
+	t.mu.Unlock()
+	if cli == nil {
+		return
+	}
+	end.failed(cause)
+	_ = cli.Disconnect(&paho.Disconnect{})
 }
 
 // Close disconnects and waits for the transport's goroutines, or until ctx

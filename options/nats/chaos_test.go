@@ -46,7 +46,7 @@ func TestChaosOverRealNATS(t *testing.T) {
 // proxy, with the proxy's faults, the agents' and the hub's restarts, and
 // the server's faults before them.
 func chaosOverNATS(t *testing.T, url string, serverFaults ...chaos.Fault) {
-	proxy, err := transporttest.NewProxy(strings.TrimPrefix(url, "nats://"))
+	proxy, err := transporttest.NewProtocolProxy(transporttest.NATS, strings.TrimPrefix(url, "nats://"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -63,7 +63,9 @@ func chaosOverNATS(t *testing.T, url string, serverFaults ...chaos.Fault) {
 	chaos.Run(t, chaos.Env{
 		Transport: func() (options.Transport, error) { return nats.New(cfg, nats.WithLogger(logr.Discard())) },
 		Faults: append(serverFaults,
-			chaos.ProxyCut(proxy), chaos.ProxyStall(proxy), chaos.AgentRestart(), chaos.HubRestart()),
-		Report: func() string { return fmt.Sprintf("proxy cuts %d", proxy.Cuts()) },
+			chaos.ProxyCut(proxy), chaos.ProxyStall(proxy), chaos.ProxyDeafen(proxy), chaos.AgentRestart(), chaos.HubRestart()),
+		Report: func() string {
+			return fmt.Sprintf("proxy cuts %d, frames dropped deaf %d", proxy.Cuts(), proxy.Deafened())
+		},
 	})
 }

@@ -41,6 +41,18 @@
 // sent before a client's first start reaches it through the resync it
 // runs then.
 //
+// # Subscriptions that deliver nothing
+//
+// The clients' delivery check (generic.WithDeliveryCheck) probes a quiet
+// subscription of specs or statuses without sending anything: Probe asks
+// the server for its consumer's description, and the probe comes back once
+// the consumer holds nothing undelivered or unacknowledged. A consumer that
+// delivers into a connection that hears nothing keeps what it delivered
+// unacknowledged, and one deleted on the server answers no more: either
+// way the probe never comes back. Redial drops the connection and, once
+// nats.go has connected again, makes the consumers again. The client must
+// be allowed to read its consumer's description (docs/nats.md).
+//
 // # Authentication
 //
 // Config takes TLS (with client certificates), a NATS credentials file

@@ -45,20 +45,29 @@ type Transport struct {
 	tracker   *connstate.Tracker
 	topics    *options.Topics
 
-	mu       sync.Mutex
-	started  bool
-	closed   bool
-	nc       *natsgo.Conn // nil until Start connects
-	js       jetstream.JetStream
-	consumes []jetstream.ConsumeContext
-	recv     options.Receiver
-	closedCh chan struct{} // closed by the connection's closed handler
+	mu        sync.Mutex
+	started   bool
+	closed    bool
+	nc        *natsgo.Conn // nil until Start connects
+	js        jetstream.JetStream
+	subs      []options.Subscription
+	filters   []string // of subs
+	consumes  []jetstream.ConsumeContext
+	consumers map[options.Role]jetstream.Consumer // of the subscriptions kept in the stream
+	redialing bool                                // Redial stopped the consumers: the reconnect makes them again
+	recv      options.Receiver
+	closedCh  chan struct{} // closed by the connection's closed handler
+
+	ctx    context.Context // ends at Close
+	cancel context.CancelFunc
+	wg     sync.WaitGroup // probes and resubscriptions
 }
 
 var (
 	_ options.Transport        = (*Transport)(nil)
 	_ options.EventSizeLimiter = (*Transport)(nil)
 	_ options.HealthChecker    = (*Transport)(nil)
+	_ options.Prober           = (*Transport)(nil)
 	_ options.TransportConfig  = (*Config)(nil)
 )
 
@@ -91,6 +100,7 @@ func New(cfg Config, opts ...Option) (*Transport, error) {
 		},
 		closedCh: make(chan struct{}),
 	}
+	t.ctx, t.cancel = context.WithCancel(context.Background())
 	for _, o := range opts {
 		o(t)
 	}
@@ -158,6 +168,9 @@ func (t *Transport) Start(ctx context.Context, subs []options.Subscription, r op
 		}
 		filters[i] = f
 	}
+	t.mu.Lock()
+	t.subs, t.filters = subs, filters
+	t.mu.Unlock()
 
 	attempt := func(ctx context.Context) (*natsgo.Conn, error) {
 		nc, err := t.connect(ctx)
@@ -233,8 +246,18 @@ func (t *Transport) connect(ctx context.Context) (*natsgo.Conn, error) {
 			t.mu.Lock()
 			r := t.recv
 			started := t.nc == nc && !t.closed
+			redialed := started && t.redialing
+			if redialed {
+				t.wg.Add(1)
+			}
 			t.mu.Unlock()
-			if started {
+			switch {
+			case redialed:
+				go func() {
+					defer t.wg.Done()
+					t.reconsume(nc)
+				}()
+			case started:
 				r.Connected()
 			}
 		}),
@@ -303,12 +326,26 @@ func (t *Transport) subscribe(ctx context.Context, nc *natsgo.Conn, js jetstream
 		return err
 	}
 	for i, s := range subs {
-		if s.Role == options.RoleSpecResync || s.Role == options.RoleStatusResync {
+		if !kept(s.Role) {
 			// Resync requests are broadcasts that matter only to who is
 			// listening now: plain NATS, not kept in the stream.
 			if _, err := nc.Subscribe(filters[i], t.onCore); err != nil {
 				return fmt.Errorf("subscribe %s: %w", filters[i], err)
 			}
+		}
+	}
+	return t.consume(ctx, js, subs, filters)
+}
+
+// kept reports whether role's events are kept in the stream, and read
+// through a consumer.
+func kept(role options.Role) bool { return role == options.RoleSpec || role == options.RoleStatus }
+
+// consume makes (or finds) the consumer of each subscription kept in the
+// stream and starts reading it.
+func (t *Transport) consume(ctx context.Context, js jetstream.JetStream, subs []options.Subscription, filters []string) error {
+	for i, s := range subs {
+		if !kept(s.Role) {
 			continue
 		}
 		cc := jetstream.ConsumerConfig{
@@ -338,9 +375,118 @@ func (t *Transport) subscribe(ctx context.Context, nc *natsgo.Conn, js jetstream
 		}
 		t.mu.Lock()
 		t.consumes = append(t.consumes, consume)
+		if t.consumers == nil {
+			t.consumers = make(map[options.Role]jetstream.Consumer)
+		}
+		t.consumers[s.Role] = cons
 		t.mu.Unlock()
 	}
 	return nil
+}
+
+// reconsume makes the consumers again after the reconnect Redial asked
+// for, retrying with backoff until it can or the transport closes, and then
+// tells the receiver: a consumer deleted on the server is made anew, so
+// the subscription delivers again.
+func (t *Transport) reconsume(nc *natsgo.Conn) {
+	t.mu.Lock()
+	js, subs, filters, r := t.js, t.subs, t.filters, t.recv
+	t.mu.Unlock()
+	for n := 0; ; n++ {
+		ctx, cancel := context.WithTimeout(t.ctx, time.Duration(t.cfg.ConnectTimeout))
+		err := t.consume(ctx, js, subs, filters)
+		cancel()
+		if err == nil {
+			break
+		}
+		t.stop()
+		delay := t.backoff.Delay(n)
+		t.tracker.Failed(delay, err)
+		if !connstate.Sleep(t.ctx, delay) {
+			return
+		}
+	}
+	t.mu.Lock()
+	t.redialing = false
+	live := t.nc == nc && !t.closed
+	t.mu.Unlock()
+	if live {
+		r.Connected()
+	}
+}
+
+// Probe implements options.Prober for the subscriptions kept in the
+// stream: evt reaches the receiver once the server says its consumer
+// holds nothing undelivered or unacknowledged. A consumer that delivers
+// into a connection that hears nothing keeps what it delivered
+// unacknowledged, and one deleted on the server answers no more: their
+// probes never come back. Resync requests, which go over plain NATS to
+// every peer, are not probed.
+func (t *Transport) Probe(ctx context.Context, sub options.Subscription, evt *cloudevents.Event) error {
+	if !kept(sub.Role) {
+		return fmt.Errorf("nats: %s: %w: every peer shares it", sub.Role, options.ErrProbeUnsupported)
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	cons := t.consumers[sub.Role]
+	switch {
+	case t.closed:
+		return fmt.Errorf("nats: probe: %w", options.ErrClosed)
+	case cons == nil || t.redialing:
+		return fmt.Errorf("nats: probe: %w", options.ErrNotConnected)
+	}
+	t.wg.Add(1)
+	go func() {
+		defer t.wg.Done()
+		t.awaitProbe(ctx, cons, options.NewDelivery(options.Route{Role: sub.Role}, evt, nil))
+	}()
+	return nil
+}
+
+// probePoll is how often a probe asks the server about its consumer.
+const probePoll = 100 * time.Millisecond
+
+// awaitProbe hands d over once cons holds nothing for its client, unless
+// ctx or the transport ends first.
+func (t *Transport) awaitProbe(ctx context.Context, cons jetstream.Consumer, d *options.Delivery) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	stop := context.AfterFunc(t.ctx, cancel)
+	defer stop()
+	ticker := time.NewTicker(probePoll)
+	defer ticker.Stop()
+	for {
+		if info, err := cons.Info(ctx); err == nil && info.NumPending == 0 && info.NumAckPending == 0 {
+			if r := t.receiver(); r != nil {
+				r.Deliver(d)
+			}
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-ticker.C:
+		}
+	}
+}
+
+// Redial implements options.Prober: it stops the consumers, drops the
+// connection (its loss logged with cause), and once nats.go has connected
+// again makes the consumers again and tells the receiver.
+func (t *Transport) Redial(cause error) {
+	t.mu.Lock()
+	nc := t.nc
+	if nc == nil || t.closed || t.redialing || !nc.IsConnected() {
+		t.mu.Unlock()
+		return
+	}
+	t.redialing = true
+	t.mu.Unlock()
+	t.tracker.Lost(cause) // the disconnect handler logs it
+	t.stop()
+	if err := nc.ForceReconnect(); err != nil {
+		t.log.V(2).Info("reconnect", "err", err)
+	}
 }
 
 // ensureStream creates the stream when it is missing, and otherwise
@@ -516,6 +662,8 @@ func (t *Transport) Close(ctx context.Context) error {
 	nc := t.nc
 	t.mu.Unlock()
 	t.tracker.Closed()
+	t.cancel()
+	t.wg.Wait()
 	t.stop()
 	if nc == nil {
 		return nil
@@ -537,7 +685,7 @@ func (t *Transport) Close(ctx context.Context) error {
 func (t *Transport) stop() {
 	t.mu.Lock()
 	consumes := t.consumes
-	t.consumes = nil
+	t.consumes, t.consumers = nil, nil
 	t.mu.Unlock()
 	for _, c := range consumes {
 		c.Stop()

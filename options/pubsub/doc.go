@@ -55,6 +55,18 @@
 // attributes the subscriptions filter on beside it. workwire reads both
 // modes; OCM's peers read only the binary one.
 //
+// # Subscriptions that deliver nothing
+//
+// The clients' delivery check (generic.WithDeliveryCheck) probes a quiet
+// subscription of specs or statuses through Pub/Sub: Probe publishes the
+// probe to the subscription's topic with the attribute its filter takes
+// (the cluster, the source ID), under the peer options.ProbePeer. Replicas
+// of a source read one subscription: a replica that receives another's
+// probe gives it back, and the subscription hands it on until its sender
+// takes it. A client without the Publisher role on that topic leaves the
+// check off, said once in the log. Redial ends the receive loops and starts
+// them again.
+//
 // # Connecting
 //
 // The transport uses Google's application default credentials, or

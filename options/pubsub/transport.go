@@ -62,8 +62,12 @@ type Transport struct {
 	conn       *grpc.ClientConn // ours when DisableTLS, else nil
 	publishers map[options.Role]*pubsub.Publisher
 	recv       options.Receiver
+	subs       []subscription
 	cancel     context.CancelFunc // stops receiving
-	receiving  sync.WaitGroup
+	receiving  sync.WaitGroup     // the receive loops, and a Redial's restart of them
+	redialing  bool
+	loops      *sync.WaitGroup // the receive loops that run
+	probes     map[string]bool // IDs of the probes sent and not back yet
 	// held are the received messages neither acknowledged nor given back
 	// yet: those of Deliveries whose Done has not run. Close gives them
 	// back (see Close).
@@ -74,6 +78,7 @@ var (
 	_ options.Transport        = (*Transport)(nil)
 	_ options.EventSizeLimiter = (*Transport)(nil)
 	_ options.HealthChecker    = (*Transport)(nil)
+	_ options.Prober           = (*Transport)(nil)
 	_ options.TransportConfig  = (*Config)(nil)
 )
 
@@ -194,14 +199,11 @@ func (t *Transport) Start(ctx context.Context, subs []options.Subscription, r op
 		t.closeClient(client)
 		return fmt.Errorf("pubsub: Start: %w", options.ErrClosed)
 	}
-	t.client, t.publishers, t.cancel = client, publishers, cancel
+	t.client, t.publishers, t.cancel, t.subs = client, publishers, cancel, resolved
 	// Up unless the connection that answered closed meanwhile; then the
 	// next to open counts as the way back.
 	t.up = len(t.conns) > 0
-	for _, s := range resolved {
-		t.receiving.Add(1)
-		go t.receive(recvCtx, client, s)
-	}
+	t.receiveLocked(recvCtx, new(sync.WaitGroup))
 	t.mu.Unlock()
 	r.Connected()
 	return nil
@@ -390,6 +392,20 @@ func provisionError(kind, name string, err error) error {
 // receive reads one subscription until ctx ends. The Pub/Sub client
 // retries what it can by itself; what it gives up on (the subscription
 // deleted, permission taken away) is retried here with backoff.
+// receiveLocked starts a receive loop of each subscription, counted in
+// loops too. t.mu must be held.
+func (t *Transport) receiveLocked(ctx context.Context, loops *sync.WaitGroup) {
+	for _, s := range t.subs {
+		t.receiving.Add(1)
+		loops.Add(1)
+		go func() {
+			defer loops.Done()
+			t.receive(ctx, t.client, s)
+		}()
+	}
+	t.loops = loops
+}
+
 func (t *Transport) receive(ctx context.Context, client *pubsub.Client, s subscription) {
 	defer t.receiving.Done()
 	sub := client.Subscriber(s.name)
@@ -424,6 +440,13 @@ func (t *Transport) receive(ctx context.Context, client *pubsub.Client, s subscr
 		if err != nil {
 			t.settle(m) // delivering it again would not make it a CloudEvent
 			r.Malformed(fmt.Errorf("subscription %s, message %s: %w", s.name, m.ID, err))
+			return
+		}
+		if evt.Type() == options.ProbeType && !t.ownProbe(evt) {
+			// Another reader's (a replica of this source's): given back,
+			// so the subscription hands it on until its own reader takes
+			// it, unless it is too old for anyone to wait for it.
+			r.Deliver(options.NewDelivery(route, evt, func() { t.giveBack(m, time.Since(evt.Time()) < probeLife) }))
 			return
 		}
 		r.Deliver(options.NewDelivery(route, evt, func() { t.settle(m) }))
@@ -467,6 +490,105 @@ func (t *Transport) settle(m *pubsub.Message) {
 	if ok {
 		m.Ack()
 	}
+}
+
+// giveBack gives m back to its subscription (nack is true) or
+// acknowledges it, unless Close gave it back already.
+func (t *Transport) giveBack(m *pubsub.Message, nack bool) {
+	t.mu.Lock()
+	_, ok := t.held[m]
+	delete(t.held, m)
+	t.mu.Unlock()
+	switch {
+	case !ok:
+	case nack:
+		m.Nack()
+	default:
+		m.Ack()
+	}
+}
+
+// probeLife is how long a probe goes round the readers of a shared
+// subscription looking for the one that sent it.
+const probeLife = time.Minute
+
+// ownProbe reports whether probe is one this transport sent, and forgets it.
+func (t *Transport) ownProbe(probe *cloudevents.Event) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	own := t.probes[probe.ID()]
+	delete(t.probes, probe.ID())
+	return own
+}
+
+// Probe implements options.Prober: it publishes evt to the topic of sub
+// with the attribute sub's subscription filters on (an agent's cluster, a
+// source's ID), so that it reaches sub's subscription alone. Replicas of a
+// source read one subscription: a replica that receives another's probe
+// gives it back, for the subscription to hand it on. A publish the service
+// refuses (no Publisher role on the topic) makes it ErrProbeUnsupported,
+// logged once at the default level.
+func (t *Transport) Probe(ctx context.Context, sub options.Subscription, evt *cloudevents.Event) error {
+	route, ok := options.ProbeRoute(sub)
+	if !ok {
+		return fmt.Errorf("pubsub: %s: %w: every peer shares it", sub.Role, options.ErrProbeUnsupported)
+	}
+	if route.Role == options.RoleSpec {
+		evt.SetExtension("clustername", route.Cluster)
+	} else {
+		evt.SetExtension("originalsource", route.Source)
+	}
+	t.mu.Lock()
+	if t.probes == nil {
+		t.probes = map[string]bool{}
+	}
+	t.probes[evt.ID()] = true
+	t.mu.Unlock()
+	err := t.Send(ctx, route, evt)
+	if err == nil {
+		return nil
+	}
+	t.mu.Lock()
+	delete(t.probes, evt.ID())
+	t.mu.Unlock()
+	if code := status.Code(errors.Unwrap(err)); code == codes.PermissionDenied || code == codes.NotFound {
+		t.log.Info("cannot check that the subscription delivers: Pub/Sub refused the probe; let the client publish to its topic", "subscription", sub.Role.String(), "err", err)
+		return fmt.Errorf("pubsub: %w: %w", options.ErrProbeUnsupported, err)
+	}
+	return err
+}
+
+// Redial implements options.Prober: the receive loops end, giving back
+// what they hold, and start again on new streams; the receiver is told
+// Connected then. It does not block.
+func (t *Transport) Redial(cause error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.closed || t.client == nil || t.redialing {
+		return
+	}
+	t.redialing = true
+	stop, loops := t.cancel, t.loops
+	t.receiving.Add(1)
+	t.log.Info("receiving again", "err", cause)
+	go func() {
+		defer t.receiving.Done()
+		stop()
+		loops.Wait()
+		recvCtx, cancel := context.WithCancel(context.Background())
+		t.mu.Lock()
+		t.redialing = false
+		if t.closed {
+			t.mu.Unlock()
+			cancel()
+			return
+		}
+		t.cancel = cancel
+		t.receiveLocked(recvCtx, new(sync.WaitGroup))
+		r := t.recv
+		t.mu.Unlock()
+		r.Connected()
+	}()
 }
 
 // Send publishes evt to the topic of route's role and returns once

@@ -55,6 +55,7 @@ func Run(t *testing.T, h Harness) {
 	t.Run("SendWithoutDeadline", func(t *testing.T) { sendWithoutDeadline(t, h) })
 	t.Run("TooLarge", func(t *testing.T) { tooLarge(t, h) })
 	t.Run("Malformed", func(t *testing.T) { malformed(t, h) })
+	t.Run("Probe", func(t *testing.T) { probe(t, h) })
 	// Last: it restarts the broker under everyone.
 	t.Run("Reconnect", func(t *testing.T) { reconnect(t, h) })
 }
@@ -545,6 +546,59 @@ func malformed(t *testing.T, h Harness) {
 	send(t, hub, route, good)
 	checkDelivered(t, recv, good, route)
 	recv.Wait(t, "the malformed message reported", wait, func() bool { return recv.MalformedCount() >= 1 })
+}
+
+// probe probes every subscription of a source and an agent: each probe
+// comes back to its prober alone, on a delivery of its subscription's role
+// (or the transport says it cannot probe that subscription), and a Redial
+// connects again.
+func probe(t *testing.T, h Harness) {
+	source, cluster := unique("src"), unique("cluster")
+	hub, agent := h.New(t), h.New(t)
+	if _, ok := hub.(options.Prober); !ok {
+		t.Skip("the transport is no options.Prober")
+	}
+	hubRecv := start(t, hub, options.SourceSubscriptions(source, []string{dataType}))
+	agentRecv := start(t, agent, options.AgentSubscriptions(cluster, []string{dataType}))
+	probed := 0
+	for _, side := range []struct {
+		tr     options.Transport
+		r, not *Recorder
+		subs   []options.Subscription
+	}{
+		{hub, hubRecv, agentRecv, options.SourceSubscriptions(source, []string{dataType})},
+		{agent, agentRecv, hubRecv, options.AgentSubscriptions(cluster, []string{dataType})},
+	} {
+		for _, sub := range side.subs {
+			evt := options.NewProbe(unique("prober"))
+			ctx, cancel := context.WithTimeout(context.Background(), wait)
+			err := side.tr.(options.Prober).Probe(ctx, sub, evt)
+			if errors.Is(err, options.ErrProbeUnsupported) {
+				cancel()
+				t.Logf("%s subscription: %v", sub.Role, err)
+				continue
+			}
+			if err != nil {
+				cancel()
+				t.Fatalf("probe the %s subscription: %v", sub.Role, err)
+			}
+			probed++
+			side.r.Wait(t, "the probe of the "+sub.Role.String()+" subscription", wait, func() bool { return find(side.r, evt.ID()) != nil })
+			cancel()
+			if d := find(side.r, evt.ID()); d.Route.Role != sub.Role || d.Event.Type() != options.ProbeType {
+				t.Errorf("the probe of the %s subscription came back on %v, type %q", sub.Role, d.Route, d.Event.Type())
+			}
+			if find(side.not, evt.ID()) != nil {
+				t.Errorf("the probe of the %s subscription reached the other side", sub.Role)
+			}
+		}
+	}
+	if probed == 0 {
+		t.Error("no subscription could be probed: a source's statuses and an agent's specs can be on every transport")
+	}
+	connects := agentRecv.Connects()
+	agent.(options.Prober).Redial(errors.New("the test asks for it"))
+	agentRecv.Wait(t, "the agent to connect again after Redial", wait, func() bool { return agentRecv.Connects() > connects })
 }
 
 func reconnect(t *testing.T, h Harness) {

@@ -27,6 +27,7 @@ import (
 	"github.com/workwire/sdk-go/options"
 	"github.com/workwire/sdk-go/options/grpc"
 	"github.com/workwire/sdk-go/options/grpc/grpctest"
+	"github.com/workwire/sdk-go/options/grpc/server"
 	"github.com/workwire/sdk-go/options/kafka"
 	"github.com/workwire/sdk-go/options/kafka/kafkatest"
 	"github.com/workwire/sdk-go/options/memory"
@@ -70,15 +71,17 @@ func mqttConfig(addr string) mqtt.Config {
 	}
 }
 
-// Over MQTT: the embedded broker behind a proxy that cuts and stalls
-// connections; the broker restarts, and agents and the hub restart.
+// Over MQTT: the embedded broker behind a proxy that cuts, stalls and
+// deafens connections; the broker restarts, and agents and the hub
+// restart.
 func TestChaosOverMQTT(t *testing.T) {
 	b := mqtttest.NewBroker(t)
 	chaosOverMQTT(t, b.Addr(), b.Restart)
 }
 
 // Over a real Mosquitto (a private one, with the queue settings of
-// docs/mosquitto.md) behind a proxy that cuts and stalls connections; the
+// docs/mosquitto.md) behind a proxy that cuts, stalls and deafens
+// connections; the
 // broker restarts (losing every session: persistence is off), and agents
 // and the hub restart. Skipped when Mosquitto is not installed, unless
 // WORKWIRE_MQTT_BROKER asks for real-broker tests.
@@ -94,7 +97,7 @@ func TestChaosOverMosquitto(t *testing.T) {
 // chaosOverMQTT runs the chaos test over the MQTT broker at addr, behind a
 // proxy, with restart as the broker restart fault.
 func chaosOverMQTT(t *testing.T, addr string, restart func() error) {
-	proxy, err := transporttest.NewProxy(addr)
+	proxy, err := transporttest.NewProtocolProxy(transporttest.MQTT, addr)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -104,17 +107,20 @@ func chaosOverMQTT(t *testing.T, addr string, restart func() error) {
 		Transport: func() (options.Transport, error) { return mqtt.New(cfg, mqtt.WithLogger(logr.Discard())) },
 		Faults: []chaos.Fault{
 			chaos.BrokerRestart(restart),
-			chaos.ProxyCut(proxy), chaos.ProxyStall(proxy), chaos.AgentRestart(), chaos.HubRestart(),
+			chaos.ProxyCut(proxy), chaos.ProxyStall(proxy), chaos.ProxyDeafen(proxy), chaos.AgentRestart(), chaos.HubRestart(),
 		},
-		Report: func() string { return fmt.Sprintf("proxy cuts %d", proxy.Cuts()) },
+		Report: func() string {
+			return fmt.Sprintf("proxy cuts %d, frames dropped deaf %d", proxy.Cuts(), proxy.Deafened())
+		},
 	})
 }
 
-// Over gRPC: the broker behind a proxy that cuts and stalls connections;
-// the broker restarts, and agents and the hub restart.
+// Over gRPC: the broker behind a proxy that cuts, stalls and deafens
+// connections; the broker restarts, and agents and the hub restart. Its
+// heartbeats, which probe the streams, come five times a second.
 func TestChaosOverGRPC(t *testing.T) {
-	srv := grpctest.NewServer(t)
-	proxy, err := transporttest.NewProxy(srv.Addr())
+	srv := grpctest.NewServerWithConfig(t, server.Config{HeartbeatInterval: options.Duration(200 * time.Millisecond)})
+	proxy, err := transporttest.NewProtocolProxy(transporttest.GRPC, srv.Addr())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -125,8 +131,9 @@ func TestChaosOverGRPC(t *testing.T) {
 		Transport: func() (options.Transport, error) { return grpc.New(cfg, grpc.WithLogger(logr.Discard())) },
 		Faults: []chaos.Fault{
 			chaos.BrokerRestart(srv.Restart),
-			chaos.ProxyCut(proxy), chaos.ProxyStall(proxy), chaos.AgentRestart(), chaos.HubRestart(),
+			chaos.ProxyCut(proxy), chaos.ProxyStall(proxy), chaos.ProxyDeafen(proxy), chaos.AgentRestart(), chaos.HubRestart(),
 		},
+		Report: func() string { return fmt.Sprintf("frames dropped deaf %d", proxy.Deafened()) },
 	})
 }
 

@@ -148,11 +148,11 @@ func roundTrip(t *testing.T, trace string) []call {
 	return calls
 }
 
-// resyncing matches the functions of a resync, and of a source's round
-// of specs sent again: one that a restart of either side started late
-// enough, or a timer that fired, during the round trip is not part of its
-// path, whatever it calls.
-var resyncing = regexp.MustCompile(`^` + regexp.QuoteMeta(module) + `/generic\.\(\*(Source|Agent)Client\[.*\]\)\.(answerResync|requestResync|resendLoop)$`)
+// resyncing matches the functions of a resync, of a source's round of
+// specs sent again, and of the delivery check's loop: one that a restart
+// of either side started late enough, or a timer that fired, during the
+// round trip is not part of its path, whatever it calls.
+var resyncing = regexp.MustCompile(`^` + regexp.QuoteMeta(module) + `/generic\.(\(\*(Source|Agent)Client\[.*\]\)\.(answerResync|requestResync|resendLoop)|\(\*hearing\)\.run)$`)
 
 // counted reports whether a call of fn is part of the path.
 func counted(fn string) bool {

@@ -182,10 +182,17 @@ type run struct {
 func (r *run) opts() []generic.Option {
 	return []generic.Option{
 		generic.WithResyncInterval(2 * time.Second), // heals what faults drop
+		generic.WithDeliveryCheck(DeliveryCheck),
 		generic.WithPublishRateLimit(0, 0),
 		generic.WithObserver(r.obs),
 	}
 }
+
+// DeliveryCheck is the bound of the clients' delivery check in a run: what
+// a ProxyDeafen fault costs before they connect again. A gRPC broker's
+// heartbeats, which probe its streams, must come more often than a third
+// of it.
+const DeliveryCheck = 3 * time.Second
 
 // onError counts the errors clients and publishers report in the
 // background (sends that fail while a connection is down, ...): faults
@@ -759,6 +766,14 @@ func ProxyStall(p *transporttest.Proxy) Fault {
 		time.Sleep(time.Duration(100+n%400) * time.Millisecond) // the stall is the fault
 		p.Resume()
 	}}
+}
+
+// ProxyDeafen is the fault that makes every connection through p (a
+// protocol proxy, transporttest.NewProtocolProxy) deaf: up, and passing
+// pings and answers, but none of what the broker delivers. The clients'
+// delivery check finds it and connects again.
+func ProxyDeafen(p *transporttest.Proxy) Fault {
+	return Fault{"proxy deafen", false, func(*run, string, int) { p.Deafen() }}
 }
 
 // ProxyCut is the fault that closes every connection through p, the proxy

@@ -71,6 +71,8 @@ pattern read  {{topic .L.Spec "+" "%u"}}
 pattern write {{topic .L.Status "+" "%u"}}
 pattern write {{topic .L.SpecResync "" "%u"}}
 pattern read  {{topic .L.StatusResync "+" ""}}
+# The agent's probe of its own specs.
+pattern write {{topic .L.Spec .Probe "%u"}}
 {{range .Sources}}
 # Source {{.}}: the username is the source ID.
 user {{.}}
@@ -78,6 +80,8 @@ topic write {{topic $.L.Spec . "+"}}
 topic read  {{topic $.L.Status . "+"}}
 topic read  {{topic $.L.SpecResync "" "+"}}
 topic write {{topic $.L.StatusResync . ""}}
+# The source's probe of its own statuses.
+topic write {{topic $.L.Status . $.Probe}}
 {{end}}`))
 
 // ACL returns the ACL file of the recipe for a topic layout and the IDs of
@@ -97,8 +101,9 @@ func ACL(layout options.Layout, sources ...string) (string, error) {
 	var b strings.Builder
 	if err := aclTemplate.Execute(&b, struct {
 		L       options.Layout
+		Probe   string
 		Sources []string
-	}{layout, sources}); err != nil {
+	}{layout, options.ProbePeer, sources}); err != nil {
 		return "", fmt.Errorf("acl: %w", err)
 	}
 	return b.String(), nil

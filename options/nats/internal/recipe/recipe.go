@@ -120,11 +120,13 @@ func jsAPI(format string, args ...any) string { return "$JS.API." + fmt.Sprintf(
 
 // share is what a client's account imports from StreamAccount: the stream's
 // description, the client's own consumer (by name and, in the subject that
-// creates it, by filter), and the subjects it sends specs or statuses to.
+// creates it, by filter; its description, which the transport's probe
+// reads), and the subjects it sends specs or statuses to.
 func share(consumer, filter, sends string) []string {
 	return []string{
 		jsAPI("STREAM.INFO.%s", nats.DefaultStream),
 		jsAPI("CONSUMER.CREATE.%s.%s.%s", nats.DefaultStream, consumer, filter),
+		jsAPI("CONSUMER.INFO.%s.%s", nats.DefaultStream, consumer),
 		jsAPI("CONSUMER.MSG.NEXT.%s.%s", nats.DefaultStream, consumer),
 		"$JS.ACK." + nats.DefaultStream + "." + consumer + ".>",
 		sends,
@@ -262,6 +264,7 @@ func (r Recipe) Config() (string, error) {
 			jsAPI("INFO"),
 			jsAPI("STREAM.INFO.%s", stream),
 			jsAPI("CONSUMER.CREATE.%s.>", stream),
+			jsAPI("CONSUMER.INFO.%s.*", stream),
 			msgNext,
 			"$JS.ACK." + stream + ".>",
 			spec("*", "*"),
