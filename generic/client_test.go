@@ -406,6 +406,7 @@ func TestConstructorsReportEveryProblem(t *testing.T) {
 		{generic.WithSpecResend(-time.Second)},
 		{generic.WithSpecWindow(-1)},
 		{generic.WithSpecWindow(100), generic.WithSpecResend(0)},
+		{generic.WithDeliveryCheck(-time.Second)},
 	} {
 		if _, err := generic.NewSourceClient[*widget]("hub", memory.NewBroker().Transport(), newStore(), hashWidget, []generic.Codec[*widget]{widgetCodec{}}, opts...); err == nil {
 			t.Errorf("%d options: no error", len(opts))
@@ -414,6 +415,10 @@ func TestConstructorsReportEveryProblem(t *testing.T) {
 	_, err = generic.NewAgentClient[*widget]("c1", memory.NewBroker().Transport(), newStore(), hashWidget, []generic.Codec[*widget]{widgetCodec{}, widgetCodec{}})
 	if err == nil || !strings.Contains(err.Error(), "second codec") {
 		t.Errorf("duplicate codec: %v", err)
+	}
+	_, err = generic.NewAgentClient[*widget](options.ProbePeer, memory.NewBroker().Transport(), newStore(), hashWidget, []generic.Codec[*widget]{widgetCodec{}})
+	if err == nil || !strings.Contains(err.Error(), "peer of probes") {
+		t.Errorf("an agent named after the probes' peer: %v", err)
 	}
 }
 

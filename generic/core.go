@@ -174,6 +174,9 @@ func newCore[T Object](side Side, id string, tr options.Transport, lister Lister
 	if err := options.ValidateID(string(side)+" ID", id); err != nil {
 		errs = append(errs, err)
 	}
+	if id == options.ProbePeer {
+		errs = append(errs, fmt.Errorf("%s ID %q is the peer of probes (options.ProbePeer): no client may take it", side, id))
+	}
 	if tr == nil {
 		errs = append(errs, errors.New("transport is nil"))
 	}

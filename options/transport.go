@@ -294,8 +294,8 @@ type Prober interface {
 
 // ProbePeer is the peer ID a probe's route names where a transport sends
 // the probe through the broker (ProbeRoute): no cluster is called so (a
-// cluster's name is a DNS label), so no agent or source subscribes to it
-// but the prober itself. An ACL that confines clients to their own topics
+// cluster's name is a DNS label), and the generic clients refuse it as an
+// ID, so no agent or source subscribes to it but the prober itself. An ACL that confines clients to their own topics
 // must let each write the probe's (docs/mosquitto.md).
 const ProbePeer = "_probe"
 
