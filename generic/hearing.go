@@ -60,12 +60,13 @@ type hearing struct {
 
 // hearingState is what the loop knows of one subscription.
 type hearingState struct {
-	count     uint64    // deliveries of its role as of lastHeard
-	lastHeard time.Time // when the count last moved (or the client started)
-	probed    time.Time // when the outstanding probe went; zero for none
-	deaf      time.Time // when it last delivered, if it is deaf; zero if not
-	healed    time.Time // when the transport last reconnected for it
-	skip      bool      // the transport cannot probe it
+	count     uint64             // deliveries of its role as of lastHeard
+	lastHeard time.Time          // when the count last moved (or the client started)
+	probed    time.Time          // when the outstanding probe went; zero for none
+	cancel    context.CancelFunc // ends the outstanding probe
+	deaf      time.Time          // when it last delivered, if it is deaf; zero if not
+	healed    time.Time          // when the transport last reconnected for it
+	skip      bool               // the transport cannot probe it
 }
 
 func newHearing(side Side, bound time.Duration, tr options.Transport, obs Observer) *hearing {
@@ -138,17 +139,17 @@ func (h *hearing) check(ctx context.Context, now time.Time, log logr.Logger) {
 	subs, id := h.subs, h.id
 	h.mu.Unlock()
 	for i, sub := range subs {
-		probe, heal, deafAt, recovered := h.step(i, now)
+		probe, heal, since, first, recovered := h.step(i, now)
 		if recovered {
 			log.Info("subscription delivers again", "subscription", sub.Role.String())
 		}
-		if !deafAt.IsZero() {
+		if first {
 			h.obs.SubscriptionDeaf(h.side, sub.Role.String())
 			log.Info("subscription delivers nothing; reconnecting", "subscription", sub.Role.String(),
-				"lastDelivery", deafAt.UTC().Format(time.RFC3339), "probeTimeout", h.wait())
+				"lastDelivery", since.UTC().Format(time.RFC3339), "probeTimeout", h.wait())
 		}
 		if heal {
-			h.prober.Redial(fmt.Errorf("the %s subscription has delivered nothing since %s", sub.Role, deafAt.UTC().Format(time.RFC3339)))
+			h.prober.Redial(fmt.Errorf("the %s subscription has delivered nothing since %s", sub.Role, since.UTC().Format(time.RFC3339)))
 		}
 		if probe {
 			h.probe(ctx, now, i, sub, id, log)
@@ -156,60 +157,63 @@ func (h *hearing) check(ctx context.Context, now time.Time, log logr.Logger) {
 	}
 }
 
-// step advances subscription i's state to now: whether to send a probe,
-// whether to reconnect, when it last delivered if it just went deaf, and
-// whether it just delivered again after it was deaf.
-func (h *hearing) step(i int, now time.Time) (probe, heal bool, deafAt time.Time, recovered bool) {
+// step advances subscription i's state to now: whether to send a probe;
+// whether to redial, and since when it is deaf; whether it just went deaf
+// (first); whether it just delivered again after it was deaf.
+func (h *hearing) step(i int, now time.Time) (probe, heal bool, since time.Time, first, recovered bool) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	s := &h.states[i]
 	if n := h.heard[h.subs[i].Role].Load(); n != s.count {
 		recovered = !s.deaf.IsZero()
+		if s.cancel != nil {
+			s.cancel()
+		}
 		*s = hearingState{count: n, lastHeard: now, skip: s.skip}
-		return false, false, time.Time{}, recovered
+		return false, false, time.Time{}, false, recovered
 	}
 	if s.skip || h.prober == nil {
-		return false, false, time.Time{}, false
+		return false, false, time.Time{}, false, false
 	}
 	switch {
 	case !s.probed.IsZero() && now.Sub(s.probed) >= h.wait():
-		s.probed = time.Time{} // lost: the next one goes at once
+		// Lost: the next one goes at once.
+		s.probed = time.Time{}
+		s.cancel()
 		if s.deaf.IsZero() {
 			s.deaf, s.healed = s.lastHeard, now
-			return true, true, s.deaf, false
+			return true, true, s.deaf, true, false
 		}
 		if now.Sub(s.healed) >= h.bound {
-			s.healed = now // the last reconnect did not help
-			return true, true, time.Time{}, false
+			s.healed = now // the last redial did not help
+			return true, true, s.deaf, false, false
 		}
-		return true, false, time.Time{}, false
+		return true, false, time.Time{}, false, false
 	case s.probed.IsZero() && (!s.deaf.IsZero() || now.Sub(s.lastHeard) >= h.quiet()):
-		return true, false, time.Time{}, false
+		return true, false, time.Time{}, false, false
 	}
-	return false, false, time.Time{}, false
+	return false, false, time.Time{}, false, false
 }
 
 // probe sends a probe through subscription i, at now.
 func (h *hearing) probe(ctx context.Context, now time.Time, i int, sub options.Subscription, id string, log logr.Logger) {
-	// The transport gives up on the probe when this ends.
+	// The transport gives up on the probe when this ends: when it comes
+	// back, something else comes, or it is lost.
 	pctx, cancel := context.WithTimeout(ctx, h.wait()+h.tick())
 	err := h.prober.Probe(pctx, sub, options.NewProbe(id))
-	if err != nil {
-		cancel()
-	} else {
-		context.AfterFunc(pctx, cancel) // ends the timer with the probe
-	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	s := &h.states[i]
 	switch {
 	case errors.Is(err, options.ErrProbeUnsupported):
+		cancel()
 		s.skip = true
 		log.V(2).Info("subscription not probed", "subscription", sub.Role.String(), "why", err)
 	case err != nil:
+		cancel()
 		log.V(2).Info("cannot probe the subscription now", "subscription", sub.Role.String(), "err", err)
 	default:
-		s.probed = now
+		s.probed, s.cancel = now, cancel
 	}
 }
 
