@@ -270,7 +270,7 @@ const ProbeType = "io.workwire.probe"
 // subscription, a proxy that keeps the connection but not its deliveries,
 // a receive loop that died. The generic clients probe each subscription
 // that has been quiet for a while (generic.WithDeliveryCheck) and call
-// Reconnect when a probe does not come back; workwire's transports all
+// Redial when a probe does not come back; workwire's transports all
 // implement it.
 type Prober interface {
 	// Probe arranges for evt, an event of ProbeType, to reach the
@@ -295,8 +295,9 @@ type Prober interface {
 // ProbePeer is the peer ID a probe's route names where a transport sends
 // the probe through the broker (ProbeRoute): no cluster is called so (a
 // cluster's name is a DNS label), and the generic clients refuse it as an
-// ID, so no agent or source subscribes to it but the prober itself. An ACL that confines clients to their own topics
-// must let each write the probe's (docs/mosquitto.md).
+// ID, so no agent or source subscribes to it but the prober itself. An
+// ACL that confines clients to their own topics must let each write the
+// probe's (docs/mosquitto.md).
 const ProbePeer = "_probe"
 
 // ProbeRoute returns the route of a probe through sub, which only the

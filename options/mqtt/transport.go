@@ -213,6 +213,10 @@ func (t *Transport) Start(ctx context.Context, subs []options.Subscription, r op
 // errRefused marks a broker's refusal that retrying will not change.
 var errRefused = errors.New("refused by broker")
 
+// errPublishRefused marks a publish the broker acknowledged with a reason
+// code of failure (an ACL's "not authorized", say).
+var errPublishRefused = errors.New("the broker refused the publish")
+
 // connect dials, connects and subscribes once. On success the new client is
 // the current one.
 func (t *Transport) connect(ctx context.Context) (*paho.Client, error) {
@@ -527,7 +531,10 @@ func (t *Transport) Send(ctx context.Context, route options.Route, evt *cloudeve
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	defer context.AfterFunc(connDone, cancel)()
-	if _, err := cli.Publish(ctx, pub); err != nil {
+	if pr, err := cli.Publish(ctx, pub); err != nil {
+		if pr != nil && pr.ReasonCode >= 0x80 {
+			return fmt.Errorf("mqtt: publish to %s: %w: %w", topic, errPublishRefused, err)
+		}
 		if !lostConnection(cli, err) {
 			return fmt.Errorf("mqtt: publish to %s: %w", topic, err)
 		}
@@ -652,7 +659,7 @@ func (t *Transport) Probe(ctx context.Context, sub options.Subscription, evt *cl
 		return fmt.Errorf("mqtt: %s: %w: every peer shares it", sub.Role, options.ErrProbeUnsupported)
 	}
 	err := t.Send(ctx, route, evt)
-	if err == nil || errors.Is(err, options.ErrNotConnected) || errors.Is(err, options.ErrClosed) || ctx.Err() != nil {
+	if !errors.Is(err, errPublishRefused) {
 		return err
 	}
 	topic, _ := t.topics.Topic(route)

@@ -43,6 +43,11 @@ type broker struct {
 // startBroker runs the recipe of docs/mosquitto.md for layout, with the
 // sources hub1 and hub2.
 func startBroker(t *testing.T, layoutName string) broker {
+	return startBrokerWith(t, layoutName, func(acl string) string { return acl })
+}
+
+// startBrokerWith is startBroker with the recipe's ACL as edit makes it.
+func startBrokerWith(t *testing.T, layoutName string, edit func(acl string) string) broker {
 	layout, err := options.LayoutByName(layoutName)
 	if err != nil {
 		t.Fatal(err)
@@ -58,7 +63,7 @@ func startBroker(t *testing.T, layoutName string) broker {
 	ca := testcerts.NewCA(t)
 	server := ca.Server(t, "mosquitto")
 	aclFile := filepath.Join(t.TempDir(), "workwire.acl")
-	if err := os.WriteFile(aclFile, []byte(acl), 0o644); err != nil {
+	if err := os.WriteFile(aclFile, []byte(edit(acl)), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	b := mosquitto.Start(t, func(port int) string {
@@ -317,6 +322,59 @@ func isolation(t *testing.T, layout string) {
 	defer cancel()
 	if err := anon.Close(ctx); err != nil && !errors.Is(err, options.ErrClosed) {
 		t.Fatal(err)
+	}
+}
+
+// The recipe's ACL lets each client probe its own subscription (a source's
+// statuses, an agent's specs): the probe comes back to it, and to no other
+// source. Without the probe lines, the broker refuses the probe, and Probe
+// says the subscription cannot be probed.
+func TestTheRecipesProbesComeBack(t *testing.T) {
+	for _, layout := range []string{"workwire", "ocm"} {
+		t.Run(layout, func(t *testing.T) {
+			b := startBroker(t, layout)
+			hub1, hub2, agent1 := b.as(t, "hub1"), b.as(t, "hub2"), b.as(t, "cluster1")
+			hub1Recv := mustStart(t, hub1, options.SourceSubscriptions("hub1", nil))
+			hub2Recv := mustStart(t, hub2, options.SourceSubscriptions("hub2", nil))
+			agent1Recv := mustStart(t, agent1, options.AgentSubscriptions("cluster1", nil))
+			for _, p := range []struct {
+				tr  *mqtt.Transport
+				sub options.Subscription
+				rec *transporttest.Recorder
+			}{
+				{hub1, options.SourceSubscriptions("hub1", nil)[0], hub1Recv},
+				{agent1, options.AgentSubscriptions("cluster1", nil)[0], agent1Recv},
+			} {
+				probe := options.NewProbe("test")
+				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+				err := p.tr.Probe(ctx, p.sub, probe)
+				cancel()
+				if err != nil {
+					t.Fatalf("probe of %s: %v", p.sub.Role, err)
+				}
+				p.rec.Wait(t, "the probe of "+p.sub.Role.String(), 10*time.Second, func() bool { return has(p.rec, probe.ID()) })
+				if has(hub2Recv, probe.ID()) {
+					t.Errorf("hub2 received the probe of %s", p.sub.Role)
+				}
+			}
+
+			refusing := startBrokerWith(t, layout, func(acl string) string {
+				var kept []string
+				for _, line := range strings.Split(acl, "\n") {
+					if !strings.Contains(line, options.ProbePeer) {
+						kept = append(kept, line)
+					}
+				}
+				return strings.Join(kept, "\n")
+			})
+			hub := refusing.as(t, "hub1")
+			mustStart(t, hub, options.SourceSubscriptions("hub1", nil))
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			if err := hub.Probe(ctx, options.SourceSubscriptions("hub1", nil)[0], options.NewProbe("test")); !errors.Is(err, options.ErrProbeUnsupported) {
+				t.Errorf("probe refused by the ACL: %v, want ErrProbeUnsupported", err)
+			}
+		})
 	}
 }
 
