@@ -11,8 +11,6 @@ import (
 	"go.opentelemetry.io/otel/trace"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/klog/v2"
-
-	"github.com/workwire/sdk-go/internal/ack"
 )
 
 // Defaults of the client options.
@@ -41,12 +39,12 @@ const (
 	// agent's status at a spec's version before it sends the spec again
 	// (WithSpecResend). A healthy agent reports within a second, so a
 	// healthy fleet never pays for it.
-	DefaultSpecResendAfter = ack.DefaultAfter
+	DefaultSpecResendAfter = 30 * time.Second // this and the next two are internal/ack's, which the gRPC broker uses too; a test keeps them equal
 	// SpecResendMax bounds the time between two re-sends of one spec.
-	SpecResendMax = ack.DefaultMax
+	SpecResendMax = 10 * time.Minute
 	// SpecResendPerRound bounds the specs sent again to one agent at once;
 	// rounds run every quarter of the resend delay.
-	SpecResendPerRound = ack.DefaultPerRound
+	SpecResendPerRound = 500
 )
 
 // ErrorHandler receives failures that happen in the background (a handler

@@ -31,7 +31,7 @@ const (
 	// DefaultOrphanGracePeriod is how long a hub keeps orphans after it
 	// starts: its store is in memory, and its controllers need a moment to
 	// create their works again after a restart.
-	DefaultOrphanGracePeriod = engine.DefaultOrphanGracePeriod
+	DefaultOrphanGracePeriod = 2 * time.Minute // the engine's, which package resource's holders use too; a test keeps them equal
 )
 
 // TransportFunc makes the transport of one holder: for transports defined

@@ -58,7 +58,10 @@ type Config struct {
 }
 
 // Defaults of a Config: a healthy agent acknowledges within a second, so
-// a healthy fleet never pays for re-sends.
+// a healthy fleet never pays for re-sends. generic (DefaultSpecResendAfter,
+// SpecResendMax, SpecResendPerRound) and the gRPC broker
+// (server.DefaultSpecResendAfter) write them out for their documentation;
+// tests keep them equal.
 const (
 	DefaultAfter    = 30 * time.Second
 	DefaultMax      = 10 * time.Minute

@@ -29,7 +29,9 @@ import (
 const (
 	// DefaultOrphanGracePeriod is how long a hub keeps orphans after it
 	// starts: its store is in memory, and its controllers need a moment to
-	// create their objects again after a restart.
+	// create their objects again after a restart. work.DefaultOrphanGracePeriod
+	// writes it out, so that its documentation shows it; a test keeps the
+	// two equal.
 	DefaultOrphanGracePeriod = 2 * time.Minute
 	// publishWorkers is how many goroutines publish a holder's writes.
 	publishWorkers = 16

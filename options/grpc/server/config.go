@@ -7,7 +7,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/workwire/sdk-go/internal/ack"
 	"github.com/workwire/sdk-go/internal/tlsfiles"
 	"github.com/workwire/sdk-go/options"
 	"github.com/workwire/sdk-go/options/grpc/protocol"
@@ -51,7 +50,7 @@ const (
 	// DefaultSpecResendAfter is the least time the server waits for an
 	// agent's status at a spec's version before it sends the spec again
 	// (Config.SpecResendAfter).
-	DefaultSpecResendAfter = ack.DefaultAfter
+	DefaultSpecResendAfter = 30 * time.Second // internal/ack's, as generic.DefaultSpecResendAfter is; a test keeps them equal
 	// DefaultListenAddress is where ListenAndServe listens: every
 	// interface, at the port OCM's hub serves gRPC on.
 	DefaultListenAddress = ":8090"
