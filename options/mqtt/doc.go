@@ -21,7 +21,9 @@
 //
 //	max_queued_messages 100000   # per client; 0 is unlimited
 //	max_inflight_messages 1000
-//	message_size_limit 0         # or the largest ManifestWork you send
+//
+// and for a packet size limit max_packet_size, not message_size_limit (see
+// Size limits).
 //
 // For replicas of one source, set Config.SharedGroup: the broker then hands
 // each status to one replica ($share/<group>/...). Every replica still hears
@@ -45,5 +47,20 @@
 //
 // An event larger than Config.MaxEventBytes, or than the maximum packet size
 // the broker announces, fails at Send with options.ErrTooLarge before it is
-// sent; the events behind it are not held up.
+// sent; the events behind it are not held up. Both bound the whole PUBLISH
+// packet: the topic and the event's attributes (MQTT properties in the
+// binary content mode) as well as its data. A work's spec event takes
+// 640-720 bytes beyond its manifests, name, namespace, labels and
+// annotations (measured for a 26-character name in a 20-character
+// namespace, in either content mode and topic layout), more with longer
+// names and trace context: allow 2 KiB beyond the largest work's.
+//
+// Mosquitto's max_packet_size (unset by default: the protocol's 256 MB) is
+// such an announced limit, and a hub holder of package work refuses at
+// Create, with 413, a work whose manifests and metadata alone exceed it.
+// Mosquitto 2 logs that message_size_limit should be replaced by
+// max_packet_size: it is not announced, and bounds the data alone. The
+// broker refuses a larger publish with reason code 0x95 (packet too large),
+// which Send returns as options.ErrTooLarge too, but only once the event
+// was sent.
 package mqtt

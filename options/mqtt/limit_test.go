@@ -9,6 +9,7 @@ import (
 
 	cloudevents "github.com/cloudevents/sdk-go/v2/event"
 
+	"github.com/workwire/sdk-go/internal/testsupport/mosquitto"
 	"github.com/workwire/sdk-go/options"
 	"github.com/workwire/sdk-go/options/mqtt"
 	"github.com/workwire/sdk-go/options/mqtt/mqtttest"
@@ -88,5 +89,31 @@ func TestAnUnannouncedPacketLimitIsInferredFromTwoDrops(t *testing.T) {
 	}
 	if n := recv.Connects(); n != 3 {
 		t.Errorf("%d connects, want 3: the inferred limit did not stop the drops", n)
+	}
+}
+
+// Mosquitto's message_size_limit is a limit it does not announce: it
+// answers a larger publish with reason code 0x95 (packet too large) and
+// keeps the connection. Send makes that options.ErrTooLarge, which the
+// clients do not send again, and names the setting; the next event goes
+// on.
+func TestMosquittosMessageSizeLimitIsTooLarge(t *testing.T) {
+	t.Parallel()
+	b := mosquitto.Start(t, func(port int) string { return mosquitto.Plain(port, "message_size_limit 65536\n") })
+	tr := newTransport(t, mqtt.Config{BrokerHost: b.Addr()})
+	recv := transporttest.Start(t, tr, nil)
+	if got := tr.MaxEventBytes(); got != 0 {
+		t.Fatalf("MaxEventBytes %d, want 0: message_size_limit is not announced", got)
+	}
+	route := options.Route{Role: options.RoleSpec, Source: "hub", Cluster: "c1"}
+	err := sendNow(tr, route, sized("big", 100<<10, route))
+	if !errors.Is(err, options.ErrTooLarge) || !strings.Contains(err.Error(), "message_size_limit") {
+		t.Errorf("an event over message_size_limit: %v, want ErrTooLarge naming message_size_limit", err)
+	}
+	if err := sendNow(tr, route, sized("small", 1000, route)); err != nil {
+		t.Errorf("the next event: %v", err)
+	}
+	if n := recv.Connects(); n != 1 {
+		t.Errorf("%d connects, want 1: the refusal cost the connection", n)
 	}
 }

@@ -214,8 +214,14 @@ func (t *Transport) Start(ctx context.Context, subs []options.Subscription, r op
 var errRefused = errors.New("refused by broker")
 
 // errPublishRefused marks a publish the broker acknowledged with a reason
-// code of failure (an ACL's "not authorized", say).
+// code of failure (an ACL's "not authorized", say) other than
+// reasonPacketTooLarge.
 var errPublishRefused = errors.New("the broker refused the publish")
+
+// reasonPacketTooLarge is the reason code of a PUBACK that refuses a
+// publish as too large: Mosquitto's, for one over its message_size_limit.
+// Send makes it options.ErrTooLarge, which the clients do not send again.
+const reasonPacketTooLarge = 0x95
 
 // connect dials, connects and subscribes once. On success the new client is
 // the current one.
@@ -532,6 +538,10 @@ func (t *Transport) Send(ctx context.Context, route options.Route, evt *cloudeve
 	defer cancel()
 	defer context.AfterFunc(connDone, cancel)()
 	if pr, err := cli.Publish(ctx, pub); err != nil {
+		if pr != nil && pr.ReasonCode == reasonPacketTooLarge {
+			return fmt.Errorf("mqtt: publish to %s: %w: %d bytes, refused with reason code 0x95 (packet too large) by a broker that announced no limit, such as Mosquitto with message_size_limit (raise it, or set max_packet_size instead, which the broker announces): %w",
+				topic, options.ErrTooLarge, size, err)
+		}
 		if pr != nil && pr.ReasonCode >= 0x80 {
 			return fmt.Errorf("mqtt: publish to %s: %w: %w", topic, errPublishRefused, err)
 		}

@@ -32,7 +32,9 @@ const queueSettings = `# Do not drop events of a subscriber that falls behind (t
 max_queued_messages 100000
 max_inflight_messages 1000
 # No packet size limit is set: Mosquitto's default is the protocol's (256 MB). If you set
-# max_packet_size, workwire's clients read it from CONNACK and fail larger events at Send.`
+# max_packet_size, workwire's clients read it from CONNACK and fail larger events at Send. It
+# bounds the whole packet: leave 2 KiB beyond the largest work's manifests and metadata for the
+# topic and the event's attributes. Not message_size_limit: clients are not told of it.`
 
 var configTemplate = template.Must(template.New("config").Parse(`per_listener_settings false
 allow_anonymous false
