@@ -14,6 +14,7 @@ import (
 	"github.com/workwire/sdk-go/internal/ack"
 	"github.com/workwire/sdk-go/internal/resync"
 	"github.com/workwire/sdk-go/options"
+	"github.com/workwire/sdk-go/pending"
 )
 
 // SourceClient is the hub side of the protocol: it publishes specs to
@@ -92,6 +93,16 @@ func (s *SourceClient[T]) Stats() Stats {
 		st.Unacknowledged, st.OldestUnacknowledged = s.acks.Pending(time.Now())
 	}
 	return st
+}
+
+// Pending reports the specs the client sent that no status at their version
+// acknowledged yet (pending.Reporter; serve it with pending.Handler): none
+// with spec re-sends off (WithSpecResend). It is goroutine-safe.
+func (s *SourceClient[T]) Pending(q pending.Query) pending.Report {
+	if s.acks == nil {
+		return pending.Report{Time: time.Now()}
+	}
+	return s.acks.Report(q, time.Now())
 }
 
 // Subscribe adds handlers for statuses received from agents. Call it before

@@ -51,6 +51,7 @@ import (
 	"github.com/workwire/sdk-go/generic"
 	"github.com/workwire/sdk-go/internal/engine"
 	"github.com/workwire/sdk-go/options"
+	"github.com/workwire/sdk-go/pending"
 	"github.com/workwire/sdk-go/resource/agentstate"
 )
 
@@ -369,6 +370,12 @@ func (h *Holder[T, L]) Healthy() error {
 // Stats returns a snapshot of the holder for gauges (see generic/metrics'
 // Observer.Track). It is goroutine-safe.
 func (h *Holder[T, L]) Stats() generic.Stats { return h.events.Stats() }
+
+// Pending reports the objects a source's holder sent that no status at
+// their version acknowledged yet, named by namespace and name
+// (pending.Reporter; serve it with pending.Handler). An agent's holder
+// reports none. It is goroutine-safe.
+func (h *Holder[T, L]) Pending(q pending.Query) pending.Report { return h.events.Pending(q) }
 
 // Close stops the informer, then the client and its transport, and waits
 // for their goroutines or ctx. It is idempotent.

@@ -21,6 +21,7 @@ import (
 	"github.com/workwire/sdk-go/generic"
 	"github.com/workwire/sdk-go/internal/engine"
 	"github.com/workwire/sdk-go/options"
+	"github.com/workwire/sdk-go/pending"
 	"github.com/workwire/sdk-go/resource/agentstate"
 )
 
@@ -341,6 +342,17 @@ func (h *ClientHolder) Stats() generic.Stats {
 		return h.events.Stats()
 	}
 	return generic.Stats{Connected: h.Healthy() == nil, Held: len(h.informer.Informer().GetStore().ListKeys())}
+}
+
+// Pending reports the works a hub's holder sent that no status at their
+// generation acknowledged yet, named by namespace and name
+// (pending.Reporter; serve it with pending.Handler). An agent's holder,
+// or one over a kube-apiserver, reports none. It is goroutine-safe.
+func (h *ClientHolder) Pending(q pending.Query) pending.Report {
+	if h.events != nil {
+		return h.events.Pending(q)
+	}
+	return pending.Report{Time: time.Now()}
 }
 
 // Healthy returns nil once Start returned nil, until Close, while the

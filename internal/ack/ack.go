@@ -42,6 +42,8 @@ import (
 	"slices"
 	"sync"
 	"time"
+
+	"github.com/workwire/sdk-go/pending"
 )
 
 // Config says when specs are sent again, and how many go at once.
@@ -425,3 +427,51 @@ func (e *extreme) get(now time.Time) time.Duration {
 	}
 	return 0
 }
+
+// Report reports what waits at now for the agents q selects: counts per
+// agent, and the q.Limit() oldest specs.
+func (t *Tracker) Report(q pending.Query, now time.Time) pending.Report {
+	r := pending.Report{Time: now, Clusters: []pending.Cluster{}, Specs: []pending.Spec{}}
+	type sent struct {
+		spec  pending.Spec
+		nanos int64
+	}
+	var specs []sent
+	t.mu.Lock()
+	at := t.nanos(now)
+	for p, pe := range t.peers {
+		if len(pe.specs) == 0 || q.Cluster != "" && p.Cluster != q.Cluster {
+			continue
+		}
+		c := pending.Cluster{Name: p.Cluster, DataType: p.DataType, Waiting: len(pe.specs), LastHeard: pe.heard}
+		oldest := at
+		for id, s := range pe.specs {
+			oldest = min(oldest, s.sent)
+			if s.held != nil {
+				c.Held++
+			}
+			specs = append(specs, sent{nanos: s.sent, spec: pending.Spec{Cluster: p.Cluster, DataType: p.DataType, ResourceID: id,
+				Version: s.version, AgeSeconds: seconds(at - s.sent), Resends: int(s.tries), Held: s.held != nil}})
+		}
+		c.OldestSeconds = seconds(at - oldest)
+		r.Clusters = append(r.Clusters, c)
+	}
+	t.mu.Unlock()
+	r.Waiting, r.ClustersWaiting = len(specs), len(r.Clusters)
+	slices.SortFunc(r.Clusters, func(a, b pending.Cluster) int {
+		return cmp.Or(cmp.Compare(b.OldestSeconds, a.OldestSeconds), cmp.Compare(a.Name, b.Name), cmp.Compare(a.DataType, b.DataType))
+	})
+	slices.SortFunc(specs, func(a, b sent) int {
+		return cmp.Or(cmp.Compare(a.nanos, b.nanos), cmp.Compare(a.spec.Cluster, b.spec.Cluster), cmp.Compare(a.spec.ResourceID, b.spec.ResourceID))
+	})
+	r.Clusters = r.Clusters[:min(len(r.Clusters), q.Limit())]
+	if len(specs) > 0 {
+		r.OldestSeconds = specs[0].spec.AgeSeconds
+	}
+	for _, s := range specs[:min(len(specs), q.Limit())] {
+		r.Specs = append(r.Specs, s.spec)
+	}
+	return r
+}
+
+func seconds(nanos int64) float64 { return time.Duration(nanos).Seconds() }

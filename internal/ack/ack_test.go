@@ -6,6 +6,10 @@ import (
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/workwire/sdk-go/pending"
 )
 
 var (
@@ -238,5 +242,45 @@ func TestAResyncReleasesTheWindow(t *testing.T) {
 	tr.Resynced(p1, at(time.Second))
 	if !tr.Send(p1, "b", 1, true, nil, at(time.Second)) {
 		t.Fatal("the resync's answer was held back by what the resync settled")
+	}
+}
+
+// A report counts every spec waiting per agent, and lists the oldest
+// first, up to the query's top, of the cluster it asks for.
+func TestReport(t *testing.T) {
+	tr := New(Config{After: time.Minute, Max: time.Hour, PerRound: 10, Window: 1})
+	t0 := time.Now()
+	a, b := Peer{Cluster: "a", DataType: "works"}, Peer{Cluster: "b", DataType: "works"}
+	tr.Send(a, "a1", 1, true, "obj", t0)
+	tr.Send(b, "b1", 3, true, "obj", t0.Add(time.Second))
+	tr.Send(a, "a2", 1, true, "obj", t0.Add(2*time.Second)) // held: a's window is 1
+	tr.Send(b, "b2", 1, true, "obj", t0.Add(3*time.Second)) // held
+	tr.Acked(b, "b1", 3, t0.Add(4*time.Second))             // b2 goes out
+	now := t0.Add(10 * time.Second)
+
+	r := tr.Report(pending.Query{}, now)
+	if r.Waiting != 3 || r.ClustersWaiting != 2 || r.OldestSeconds != 10 || len(r.Specs) != 3 {
+		t.Fatalf("report: %+v", r)
+	}
+	want := []pending.Cluster{
+		{Name: "a", DataType: "works", Waiting: 2, Held: 1, OldestSeconds: 10},
+		{Name: "b", DataType: "works", Waiting: 1, OldestSeconds: 7, LastHeard: t0.Add(4 * time.Second)},
+	}
+	if diff := cmp.Diff(want, r.Clusters); diff != "" {
+		t.Errorf("clusters (-want +got):\n%s", diff)
+	}
+	if got := []string{r.Specs[0].ResourceID, r.Specs[1].ResourceID, r.Specs[2].ResourceID}; !slices.Equal(got, []string{"a1", "a2", "b2"}) || !r.Specs[1].Held {
+		t.Errorf("specs: %+v", r.Specs)
+	}
+
+	if r := tr.Report(pending.Query{Top: 1}, now); r.ClustersWaiting != 2 || len(r.Clusters) != 1 || r.Clusters[0].Name != "a" || len(r.Specs) != 1 {
+		t.Errorf("top 1: %+v", r)
+	}
+	r = tr.Report(pending.Query{Cluster: "a", Top: 1}, now)
+	if r.Waiting != 2 || len(r.Clusters) != 1 || len(r.Specs) != 1 || r.Specs[0].ResourceID != "a1" || r.Specs[0].Version != 1 {
+		t.Errorf("cluster a, top 1: %+v", r)
+	}
+	if r := tr.Report(pending.Query{Cluster: "c"}, now); r.Waiting != 0 || len(r.Clusters) != 0 || len(r.Specs) != 0 {
+		t.Errorf("cluster c: %+v", r)
 	}
 }

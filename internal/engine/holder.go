@@ -22,6 +22,7 @@ import (
 	"github.com/workwire/sdk-go/internal/informer"
 	"github.com/workwire/sdk-go/internal/store"
 	"github.com/workwire/sdk-go/options"
+	"github.com/workwire/sdk-go/pending"
 	"github.com/workwire/sdk-go/resource/agentstate"
 )
 
@@ -269,6 +270,26 @@ func (e *Events[T]) Stats() generic.Stats {
 	s := e.client.Stats()
 	s.Held = e.st.Len()
 	return s
+}
+
+// Pending is the source client's report of the specs it waits for, each
+// named by the namespace and name of the object the store holds: an
+// agent's, or a source's with spec re-sends off, is empty.
+func (e *Events[T]) Pending(q pending.Query) pending.Report {
+	src, ok := e.client.(pending.Reporter)
+	if !ok {
+		return pending.Report{Time: time.Now()}
+	}
+	r := src.Pending(q)
+	for i, s := range r.Specs {
+		if obj, ok := e.st.PeekUID(kubetypes.UID(s.ResourceID)); ok {
+			r.Specs[i].Name = obj.GetName()
+			if ns := obj.GetNamespace(); ns != "" {
+				r.Specs[i].Name = ns + "/" + obj.GetName()
+			}
+		}
+	}
+	return r
 }
 
 // Lifecycle runs a holder: the event side (nil over a kube-apiserver) and

@@ -2,6 +2,7 @@ package transporttest
 
 import (
 	"net"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -17,7 +18,7 @@ import (
 // NewProtocolProxy, it frames its connections and Deafen makes them deaf.
 // It is goroutine-safe; Close stops it and waits for its goroutines.
 type Proxy struct {
-	targets  []string
+	targets  []string // guarded by mu; replaced, never changed in place
 	l        net.Listener
 	protocol Protocol // nil: bytes are copied as they come
 	deafened atomic.Int64
@@ -74,6 +75,14 @@ func (p *Proxy) Cut() {
 	for c := range p.conns {
 		_ = c.Close()
 	}
+}
+
+// Add adds a target to those new connections take turns among: a replica
+// started (or restarted, on a new address) behind the proxy.
+func (p *Proxy) Add(target string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.targets = append(slices.Clip(p.targets), target)
 }
 
 // Kill makes target vanish as a crashed replica does: its connections
@@ -177,11 +186,11 @@ const dialTimeout = 2 * time.Second
 // dial connects to the next target that is alive and answers.
 func (p *Proxy) dial() (net.Conn, string) {
 	p.mu.Lock()
-	first := p.next
+	targets, first := p.targets, p.next
 	p.next = (p.next + 1) % len(p.targets)
 	p.mu.Unlock()
-	for i := range p.targets {
-		target := p.targets[(first+i)%len(p.targets)]
+	for i := range targets {
+		target := targets[(first+i)%len(targets)]
 		p.mu.Lock()
 		dead := p.dead[target]
 		p.mu.Unlock()

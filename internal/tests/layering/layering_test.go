@@ -58,6 +58,9 @@ func TestImportsPointDown(t *testing.T) {
 		// links no database driver.
 		{module + "/work/workstore", append([]string{module + "/options/", "github.com/jackc/pgx"}, brokers...), nil},
 		{module + "/work/pgstore", append([]string{module + "/options/"}, brokers...), nil},
+		// What a hub waits for is reported in types of the standard
+		// library's: every layer that waits may import it.
+		{module + "/pending", []string{module + "/generic", module + "/options", module + "/internal", module + "/codec", module + "/work", "k8s.io/"}, nil},
 		// Registration's hub side serves the gRPC broker: it links
 		// neither another transport nor ManifestWork's clientset.
 		{module + "/registration/...", []string{module + "/work", module + "/options/mqtt", module + "/options/kafka",

@@ -79,6 +79,31 @@ func (p *Process) Kill() {
 	<-p.done
 }
 
+// Signal sends sig to the process.
+func (p *Process) Signal(sig os.Signal) error { return p.cmd.Process.Signal(sig) }
+
+// Wait waits up to d for the process to end and returns how it ended, or
+// nil if it runs still.
+func (p *Process) Wait(d time.Duration) *os.ProcessState {
+	timer := time.NewTimer(d)
+	defer timer.Stop()
+	select {
+	case <-p.done:
+		return p.cmd.ProcessState
+	case <-timer.C:
+		return nil
+	}
+}
+
+// Output returns all the process has written so far, stdout and stderr.
+func (p *Process) Output() string {
+	data, err := os.ReadFile(p.log)
+	if err != nil {
+		return fmt.Sprintf("%s: %v", p.name, err)
+	}
+	return string(data)
+}
+
 // Exited returns nil while the process runs, and once it has ended, an
 // error saying how, with the end of its output: for a wait that should
 // stop early.

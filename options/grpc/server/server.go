@@ -28,6 +28,7 @@ import (
 	"github.com/workwire/sdk-go/internal/ack"
 	"github.com/workwire/sdk-go/options"
 	"github.com/workwire/sdk-go/options/grpc/protocol"
+	"github.com/workwire/sdk-go/pending"
 )
 
 // Option configures what a config file cannot hold.
@@ -254,6 +255,10 @@ func (s *Server) Serve(ctx context.Context, lis net.Listener) error {
 		return fmt.Errorf("grpc server: serve %s: %w", lis.Addr(), err)
 	case <-ctx.Done():
 	}
+	// No new connections first, so that the subscribers whose streams end
+	// now reconnect elsewhere (another replica behind the address) rather
+	// than here.
+	lis.Close()
 	close(in.stopping)
 	done := make(chan struct{})
 	go func() { gs.GracefulStop(); close(done) }()
@@ -268,6 +273,19 @@ func (s *Server) Serve(ctx context.Context, lis net.Listener) error {
 	<-errc
 	s.log.V(0).Info("stopped", "address", lis.Addr().String())
 	return nil
+}
+
+// Pending reports the specs of the Services' data types that the server
+// sent to agents connected to it and that no status acknowledged yet
+// (pending.Reporter; the workwire program serves it on its admin port):
+// none for a Service that is no Acknowledger. A spec for an agent that is
+// not connected is not sent, so not waited for: the agent's spec resync
+// brings it when it connects. It is goroutine-safe.
+func (s *Server) Pending(q pending.Query) pending.Report {
+	if s.acks == nil {
+		return pending.Report{Time: time.Now()}
+	}
+	return s.acks.Report(q, time.Now())
 }
 
 // ListenAndServe listens on the config's ListenAddress and serves there, as
@@ -455,11 +473,21 @@ func (s *Server) publishToService(ctx context.Context, route options.Route, pbe 
 }
 
 // Subscribe implements protocol.CloudEventServiceServer.
+//
+// An operator reads who subscribes from the logs at V(0): each subscription
+// refused, opened and ended, with the identity, the cluster or source, the
+// data types, the peer's address and, at the end, why.
 func (in *instance) Subscribe(req *protocol.SubscriptionRequest, stream grpc.ServerStreamingServer[protocol.CloudEvent]) error {
 	s := in.s
 	ctx := stream.Context()
+	log := s.log.WithValues("cluster", req.GetClusterName())
+	if req.GetClusterName() == "" {
+		log = s.log.WithValues("source", req.GetSource())
+	}
+	log = log.WithValues("dataTypes", req.GetDataTypes(), "peer", peerAddr(ctx))
 	id, err := s.authenticate(ctx)
 	if err != nil {
+		log.Info("subscription refused", "err", err)
 		return err
 	}
 	if (req.GetSource() == "") == (req.GetClusterName() == "") {
@@ -470,6 +498,7 @@ func (in *instance) Subscribe(req *protocol.SubscriptionRequest, stream grpc.Ser
 		return status.Errorf(codes.InvalidArgument, "subscription: %v", err)
 	}
 	if err := s.authorizeSubscription(ctx, id, req); err != nil {
+		log.Info("subscription refused", "user", id.User, "groups", id.Groups, "err", err)
 		return err
 	}
 	// Only an authorized subscription creates time series (see Publish).
@@ -486,10 +515,14 @@ func (in *instance) Subscribe(req *protocol.SubscriptionRequest, stream grpc.Ser
 		bs = s.servicesFor(subscribed)
 	}
 	sub := newSubscriber(s.nextID.Add(1), req, subscribed, id, s.queueSize, s.queueBytes, len(bs) > 0)
-	log := s.log.WithValues("subscriber", sub.id, "source", sub.source, "cluster", sub.cluster, "user", id.User)
+	log = log.WithValues("subscriber", sub.id, "user", id.User)
 	s.reg.add(sub)
 	defer s.reg.remove(sub)
-	log.V(2).Info("subscribed", "dataTypes", req.GetDataTypes())
+	log.Info("subscribed", "groups", id.Groups)
+	opened, why := time.Now(), "the subscriber ended it, or its connection ended"
+	defer func() {
+		log.Info("subscription ended", "why", why, "after", time.Since(opened).Round(time.Millisecond))
+	}()
 
 	if s.cfg.Compression != "" {
 		// A subscriber that does not accept it gets the events as they are.
@@ -546,13 +579,14 @@ func (in *instance) Subscribe(req *protocol.SubscriptionRequest, stream grpc.Ser
 				err = s.authorizeSubscription(ctx, id, req)
 			}
 			if err != nil && status.Code(err) != codes.Unavailable {
-				log.Info("subscription no longer allowed; ending its stream", "err", err)
+				why = "no longer allowed: " + err.Error()
 				return err
 			}
 		case q := <-sub.queue:
 			err := stream.Send(q.msg)
 			sub.dequeued(q)
 			if err != nil {
+				why = "send: " + err.Error()
 				return err
 			}
 			if s.metrics != nil {
@@ -560,15 +594,16 @@ func (in *instance) Subscribe(req *protocol.SubscriptionRequest, stream grpc.Ser
 			}
 		case <-tick:
 			if err := stream.Send(protocol.NewHeartbeat()); err != nil {
+				why = "send: " + err.Error()
 				return err
 			}
 		case <-sub.gone:
-			log.Info("subscriber fell behind; ending its stream", "why", sub.why)
+			why = "fell behind: " + sub.why
 			return status.Errorf(codes.ResourceExhausted, "subscriber fell behind (%s): resubscribe and resync", sub.why)
 		case <-in.stopping:
+			why = "the server is shutting down"
 			return status.Error(codes.Unavailable, "server shutting down")
 		case <-ctx.Done():
-			log.V(2).Info("unsubscribed")
 			return status.FromContextError(ctx.Err()).Err()
 		}
 	}
@@ -681,6 +716,14 @@ func credentialsFrom(ctx context.Context) Credentials {
 		}
 	}
 	return c
+}
+
+// peerAddr is the address of the caller of ctx's call, or "".
+func peerAddr(ctx context.Context) string {
+	if p, ok := peer.FromContext(ctx); ok && p.Addr != nil {
+		return p.Addr.String()
+	}
+	return ""
 }
 
 // authorize checks req for id.
