@@ -170,7 +170,7 @@ func (h *hub[T]) checkSize(namespace string, obj T) error {
 		return nil
 	}
 	return apierrors.NewRequestEntityTooLargeError(fmt.Sprintf(
-		"%s %s/%s: its content alone is %d bytes, more than the largest event the transport sends (%d bytes)",
+		"%s %s/%s: its content alone is %d bytes, more than the largest event the transport sends (%d bytes: its maxEventBytes, or a lower limit its broker announced)",
 		h.pub.noun, namespace, obj.GetName(), n, limit))
 }
 

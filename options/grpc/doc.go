@@ -57,7 +57,11 @@
 // An event whose publish request exceeds Config.MaxEventBytes (4 MiB by
 // default, the broker's default limit) fails at Send with
 // options.ErrTooLarge without being sent; the events behind it are
-// unaffected. While the broker cannot be reached Send fails with
+// unaffected. One the broker refuses as larger than it accepts (workwire's
+// maxReceiveBytes, OCM's max_receive_message_size) fails with
+// options.ErrTooLarge too. Both errors give the request's size and name
+// the settings to raise: MaxEventBytes alone only moves the refusal to the
+// broker. While the broker cannot be reached Send fails with
 // options.ErrNotConnected: the generic clients resync after the reconnect.
 //
 // A config file (LoadConfig) looks like:

@@ -757,11 +757,13 @@ func (t *Transport) Send(ctx context.Context, route options.Route, evt *cloudeve
 		return fmt.Errorf("grpc: event %s: %w: its type and attributes route it to %+v, not %+v (%v)", evt.ID(), options.ErrInvalidEvent, derived, route, err)
 	}
 	req := &protocol.PublishRequest{Event: pbe}
-	if size := proto.Size(req); size > t.maxEvent {
-		return fmt.Errorf("grpc: event %s of type %s: %w: %d bytes, limit %d", evt.ID(), evt.Type(), options.ErrTooLarge, size, t.maxEvent)
+	size := proto.Size(req)
+	if size > t.maxEvent {
+		return fmt.Errorf("grpc: event %s of type %s: %w: its publish request is %d bytes, more than maxEventBytes (Config.MaxEventBytes), %d: raise it, and the broker's limit with it (maxReceiveBytes on workwire's broker, max_receive_message_size on OCM's)",
+			evt.ID(), evt.Type(), options.ErrTooLarge, size, t.maxEvent)
 	}
 	if _, err := client.Publish(ctx, req); err != nil {
-		return t.publishError(ctx, evt, err)
+		return t.publishError(ctx, evt, size, err)
 	}
 	return nil
 }
@@ -781,8 +783,9 @@ func sameRoute(derived, route options.Route) bool {
 	return derived.Source == route.Source && derived.Cluster == route.Cluster
 }
 
-// publishError maps a failed Publish to the transport contract's errors.
-func (t *Transport) publishError(ctx context.Context, evt *cloudevents.Event, err error) error {
+// publishError maps a failed Publish of a request of size bytes to the
+// transport contract's errors.
+func (t *Transport) publishError(ctx context.Context, evt *cloudevents.Event, size int, err error) error {
 	if cerr := ctx.Err(); cerr != nil {
 		return fmt.Errorf("grpc: publish %s: %w", evt.ID(), cerr)
 	}
@@ -792,7 +795,8 @@ func (t *Transport) publishError(ctx context.Context, evt *cloudevents.Event, er
 		return fmt.Errorf("grpc: publish %s: %w: %w", evt.ID(), options.ErrNotConnected, err)
 	case codes.ResourceExhausted:
 		if strings.Contains(st.Message(), "larger than max") {
-			return fmt.Errorf("grpc: publish %s: %w: %w", evt.ID(), options.ErrTooLarge, err)
+			return fmt.Errorf("grpc: publish %s: %w: the broker refused its publish request of %d bytes, which maxEventBytes (Config.MaxEventBytes) allows: raise the broker's limit (maxReceiveBytes on workwire's broker, max_receive_message_size on OCM's), or lower maxEventBytes to it: %w",
+				evt.ID(), options.ErrTooLarge, size, err)
 		}
 	case codes.Canceled:
 		t.mu.Lock()

@@ -98,7 +98,11 @@ type Config struct {
 	// Default: DefaultQueueBytes.
 	QueueBytes int `json:"queueBytes,omitempty"`
 	// MaxReceiveBytes is the largest publish request accepted; larger ones
-	// fail with ResourceExhausted. Default: DefaultMaxReceiveBytes.
+	// fail with ResourceExhausted ("grpc: received message larger than max
+	// (N vs. M)"), which gRPC answers before the server sees the request,
+	// so its words cannot name this setting: workwire's client does, in the
+	// options.ErrTooLarge its Send returns. Clients keep their
+	// maxEventBytes at or below it. Default: DefaultMaxReceiveBytes.
 	MaxReceiveBytes int `json:"maxReceiveBytes,omitempty"`
 	// KeepAliveTime and KeepAliveTimeout are the server's pings of silent
 	// connections. Defaults: DefaultKeepAliveTime, DefaultKeepAliveTimeout.
