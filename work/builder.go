@@ -33,6 +33,10 @@ const (
 	// starts: its store is in memory, and its controllers need a moment to
 	// create their works again after a restart.
 	DefaultOrphanGracePeriod = 2 * time.Minute // the engine's, which package resource's holders use too; a test keeps them equal
+	// DefaultMaxWorkBytes is the largest work a hub holder takes
+	// (WithMaxWorkBytes): 1.5 MiB, etcd's default --max-request-bytes, over
+	// which a kube-apiserver cannot store a ManifestWork either.
+	DefaultMaxWorkBytes = 1536 << 10
 )
 
 // TransportFunc makes the transport of one holder: for transports defined
@@ -43,21 +47,23 @@ type TransportFunc = options.TransportFunc
 // ClientHolderBuilder builds a ClientHolder. Its methods set one option
 // each and return the builder; NewClientHolder checks them all.
 //
-// A hub holder whose transport's event size limit is known
-// (options.EventSizeLimiter, which workwire's transports implement) answers
-// Create, Update and Patch of a work whose manifests and metadata alone
-// exceed it with 413 Request Entity Too Large, as a kube-apiserver answers
-// an object larger than it stores, instead of storing a work it can never
-// deliver. This needs the publishing codec to be one of package codec's,
-// which carry manifests verbatim. Works too large by a measure only the
-// transport can take are reported to the error handler when they fail to
-// publish (see ClientHolderBuilder.WithErrorHandler).
+// A hub holder answers Create, Update and Patch of a work whose manifests
+// and metadata alone exceed DefaultMaxWorkBytes (WithMaxWorkBytes) with 413
+// Request Entity Too Large, as a kube-apiserver refuses an object larger
+// than it stores, and so does it when they exceed the transport's event size
+// limit, if known (options.EventSizeLimiter, which workwire's transports
+// implement), instead of storing a work it can never deliver. The latter
+// needs the publishing codec to be one of package codec's, which carry
+// manifests verbatim. Works too large by a measure only the transport can
+// take are reported to the error handler when they fail to publish (see
+// ClientHolderBuilder.WithErrorHandler).
 type ClientHolderBuilder struct {
 	config       any // as given to NewClientHolderBuilder
 	kube         *rest.Config
 	settings     engine.Settings // as package resource's builder keeps them
 	codecs       []generic.Codec[*workv1.ManifestWork]
 	resync       time.Duration
+	maxWorkBytes int
 	informerOpts []workinformers.SharedInformerOption
 }
 
@@ -71,7 +77,7 @@ type ClientHolderBuilder struct {
 // The holder imports no transport itself, so a program links only those it
 // configures: one over MQTT links neither Kafka's client nor gRPC.
 func NewClientHolderBuilder(config any) *ClientHolderBuilder {
-	b := &ClientHolderBuilder{config: config, resync: DefaultInformerResync, settings: engine.Settings{Logger: klog.Background()}}
+	b := &ClientHolderBuilder{config: config, resync: DefaultInformerResync, maxWorkBytes: DefaultMaxWorkBytes, settings: engine.Settings{Logger: klog.Background()}}
 	switch c := config.(type) {
 	case *rest.Config:
 		b.kube = c
@@ -121,6 +127,23 @@ func (b *ClientHolderBuilder) WithCodecs(codecs ...generic.Codec[*workv1.Manifes
 // Default: DefaultInformerResync.
 func (b *ClientHolderBuilder) WithInformerResync(d time.Duration) *ClientHolderBuilder {
 	b.resync = d
+	return b
+}
+
+// WithMaxWorkBytes sets the largest work a hub holder's Create, Update and
+// Patch take, measured as its manifests (their bytes as given), name,
+// namespace, labels and annotations; larger ones are refused with 413
+// Request Entity Too Large naming both sizes. The default,
+// DefaultMaxWorkBytes, is what a kube-apiserver over etcd's default
+// --max-request-bytes stores, so a controller's works still fit when it
+// switches back to one: raise it for a hub that will never run over a
+// kube-apiserver, or over one whose etcd takes more. OCM's hub (its
+// webhook's manifestLimit) and OCM's agents refuse works whose manifests
+// alone exceed 500 KiB: a hub whose works go to OCM's agents keeps to them
+// with 500 << 10. n must be positive. It has no effect on an agent holder,
+// nor over a *rest.Config, where the kube-apiserver decides.
+func (b *ClientHolderBuilder) WithMaxWorkBytes(n int) *ClientHolderBuilder {
+	b.maxWorkBytes = n
 	return b
 }
 
@@ -232,6 +255,9 @@ func (b *ClientHolderBuilder) NewClientHolder() (*ClientHolder, error) {
 			errs = append(errs, fmt.Errorf("codec %d is nil", i))
 		}
 	}
+	if b.maxWorkBytes <= 0 {
+		errs = append(errs, fmt.Errorf("max work bytes %d: want more than 0 (default %d)", b.maxWorkBytes, DefaultMaxWorkBytes))
+	}
 	if len(errs) > 0 {
 		return nil, fmt.Errorf("work client holder: %w", errors.Join(errs...))
 	}
@@ -301,6 +327,8 @@ func (b *ClientHolderBuilder) buildEvents(h *ClientHolder) (*clientset, error) {
 		Scheme:        scheme,
 		Codecs:        codecs,
 		CheckSize:     carriesManifestsVerbatim(codecs[0]),
+		MaxBytes:      b.maxWorkBytes,
+		MaxBytesWhy:   maxWorkBytesWhy(b.maxWorkBytes),
 		SpanAttribute: "workwire.manifestwork",
 	})
 	if err != nil {
@@ -310,9 +338,18 @@ func (b *ClientHolderBuilder) buildEvents(h *ClientHolder) (*clientset, error) {
 	return &clientset{events: events, unsupported: unsupported}, nil
 }
 
+// maxWorkBytesWhy says in a refusal where a hub's limit of n bytes comes
+// from, and what raises it.
+func maxWorkBytesWhy(n int) string {
+	if n == DefaultMaxWorkBytes {
+		return "the most a kube-apiserver stores with etcd's default --max-request-bytes; WithMaxWorkBytes raises it"
+	}
+	return "set with WithMaxWorkBytes"
+}
+
 // carriesManifestsVerbatim reports whether c is one of package codec's,
 // whose spec events carry the manifests' bytes as they are (what
-// minEventBytes measures).
+// manifests.MinBytes measures).
 func carriesManifestsVerbatim(c generic.Codec[*workv1.ManifestWork]) bool {
 	switch c.(type) {
 	case *codec.ManifestBundleCodec, *codec.ManifestCodec:

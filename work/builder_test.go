@@ -65,3 +65,13 @@ func TestNewClientHolderRefusesAClusterNameNoHubCanSendTo(t *testing.T) {
 	}
 	_ = h.Close(context.Background())
 }
+
+func TestNewClientHolderRefusesAMaxWorkBytesOfNone(t *testing.T) {
+	cfg := &mqtt.Config{BrokerHost: "127.0.0.1:1883"}
+	for _, n := range []int{0, -1} {
+		_, err := work.NewClientHolderBuilder(cfg).WithSourceID("hub1").WithMaxWorkBytes(n).NewClientHolder()
+		if err == nil || !strings.Contains(err.Error(), fmt.Sprintf("max work bytes %d: want more than 0", n)) {
+			t.Errorf("WithMaxWorkBytes(%d): %v, want an error naming it", n, err)
+		}
+	}
+}

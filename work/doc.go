@@ -43,14 +43,17 @@
 // kube-apiserver (whose CRD declares them embedded resources) and
 // work/workstore do.
 //
-// A work that can never be sent is refused or reported, never retried: if
-// the transport's event size limit is known (options.EventSizeLimiter), Create,
-// Update and Patch answer a work whose manifests and metadata alone exceed
-// it with 413 Request Entity Too Large; a work that fails to publish with a
-// permanent error (options.ErrTooLarge from the transport or broker,
-// generic.ErrEncode from the codec) goes to the error handler (WithErrorHandler), named, at
-// once, and stays undelivered — its Applied condition never reaches its
-// generation — until it changes. Neither holds up the works behind it.
+// A work too large, or that can never be sent, is refused or reported,
+// never retried: Create, Update and Patch answer a work whose manifests and
+// metadata alone exceed DefaultMaxWorkBytes (1.5 MiB, what a kube-apiserver
+// stores; see ClientHolderBuilder.WithMaxWorkBytes), or the transport's
+// event size limit if it is known (options.EventSizeLimiter), with 413
+// Request Entity Too Large naming the sizes and the limit; a work that
+// fails to publish with a permanent error (options.ErrTooLarge from the
+// transport or broker, generic.ErrEncode from the codec) goes to the error
+// handler (WithErrorHandler), named, at once, and stays undelivered — its
+// Applied condition never reaches its generation — until it changes.
+// Neither holds up the works behind it.
 //
 // The store is in memory: after a restart, a hub's controllers create their
 // works again (new UIDs); agents replace their copies by name. Orphans — works

@@ -41,7 +41,7 @@ func manifestWorkKind() *engine.Kind[*workv1.ManifestWork] {
 		})
 	}
 	k.Validate = manifests.Check
-	k.MinEventBytes = minEventBytes
+	k.MinEventBytes = manifests.MinBytes
 	return &k
 }
 
@@ -84,22 +84,4 @@ func sameSpec(a, b *workv1.ManifestWorkSpec) bool {
 	restA, restB := *a, *b
 	restA.Workload.Manifests, restB.Workload.Manifests = nil, nil
 	return equality.Semantic.DeepEqual(restA, restB)
-}
-
-// minEventBytes is a lower bound of the size of w's spec event: workwire's
-// codecs carry the manifests' bytes verbatim in the data, and the name,
-// namespace, labels and annotations (JSON-escaped, so no shorter) in the
-// metadata extension.
-func minEventBytes(w *workv1.ManifestWork) int {
-	n := len(w.Name) + len(w.Namespace)
-	for i := range w.Spec.Workload.Manifests {
-		n += len(w.Spec.Workload.Manifests[i].Raw)
-	}
-	for k, v := range w.Labels {
-		n += len(k) + len(v)
-	}
-	for k, v := range w.Annotations {
-		n += len(k) + len(v)
-	}
-	return n
 }

@@ -22,6 +22,8 @@ import (
 	"github.com/workwire/sdk-go/generic/types"
 	"github.com/workwire/sdk-go/options"
 	"github.com/workwire/sdk-go/options/memory"
+	"github.com/workwire/sdk-go/options/mqtt"
+	"github.com/workwire/sdk-go/options/mqtt/mqtttest"
 	"github.com/workwire/sdk-go/work"
 )
 
@@ -188,6 +190,46 @@ func TestOversizeWorkIsRefusedAtTheCall(t *testing.T) {
 	// Near the limit is fine.
 	if _, err := works.Create(ctx, bigWork("near", 60<<10), metav1.CreateOptions{}); err != nil {
 		t.Errorf("Create under the limit: %v", err)
+	}
+}
+
+// A work larger than a kube-apiserver stores (1.5 MiB, etcd's default
+// request limit) is refused at the call with 413, naming both sizes and the
+// setting that raises the limit, over a transport that would carry it: an
+// MQTT broker that announces no limit, as Mosquitto by default. A work
+// just under it is taken, and so is a larger one by a hub that raised it.
+func TestAWorkLargerThanAKubeAPIServerStoresIsRefused(t *testing.T) {
+	t.Parallel()
+	b := mqtttest.NewBroker(t)
+	hub := startHolder(t, hubBuilder(&mqtt.Config{BrokerHost: b.Addr()}, "hub1"))
+	ctx := context.Background()
+	works := hub.WorkInterface().WorkV1().ManifestWorks("cluster1")
+
+	_, err := works.Create(ctx, bigWork("big", 5<<20), metav1.CreateOptions{})
+	if !apierrors.IsRequestEntityTooLargeError(err) {
+		t.Fatalf("Create of a 5 MiB work: %v, want 413", err)
+	}
+	var size int
+	if _, scanErr := fmt.Sscanf(err.Error()[strings.Index(err.Error(), "its content alone is "):], "its content alone is %d bytes", &size); scanErr != nil || size < 5<<20 ||
+		!strings.Contains(err.Error(), fmt.Sprintf("(%d bytes: ", work.DefaultMaxWorkBytes)) || !strings.Contains(err.Error(), "WithMaxWorkBytes") {
+		t.Errorf("the refusal %q does not give the work's size, the limit and WithMaxWorkBytes", err)
+	}
+	if _, err := works.Get(ctx, "big", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Fatalf("a refused work was stored: %v", err)
+	}
+	near, err := works.Create(ctx, bigWork("near", work.DefaultMaxWorkBytes-1<<10), metav1.CreateOptions{})
+	if err != nil {
+		t.Fatalf("Create of a work just under the limit: %v", err)
+	}
+	grown := near.DeepCopy()
+	grown.Spec.Workload.Manifests[0] = bigWork("near", 2<<20).Spec.Workload.Manifests[0]
+	if _, err := works.Update(ctx, grown, metav1.UpdateOptions{}); !apierrors.IsRequestEntityTooLargeError(err) {
+		t.Errorf("Update over the limit: %v, want 413", err)
+	}
+
+	raised := startHolder(t, hubBuilder(&mqtt.Config{BrokerHost: b.Addr()}, "hub2").WithMaxWorkBytes(8<<20))
+	if _, err := raised.WorkInterface().WorkV1().ManifestWorks("cluster1").Create(ctx, bigWork("big", 5<<20), metav1.CreateOptions{}); err != nil {
+		t.Errorf("Create of a 5 MiB work with WithMaxWorkBytes(8 MiB): %v", err)
 	}
 }
 

@@ -71,6 +71,11 @@ type Config[T Object] struct {
 	// exceeds the transport's event size limit; set it only if the first
 	// codec's events are at least that large.
 	CheckSize bool
+	// MaxBytes makes a hub refuse at once, whatever the codec, an object
+	// whose Kind.MinEventBytes exceeds it (0: no limit); MaxBytesWhy ends
+	// the refusal with where the limit comes from and what raises it.
+	MaxBytes    int
+	MaxBytesWhy string
 	// SpanAttribute names the object in the spans of writes.
 	SpanAttribute string
 }
@@ -169,6 +174,7 @@ func New[T Object](cfg Config[T]) (*Events[T], error) {
 		if l, ok := tr.(options.EventSizeLimiter); ok && cfg.CheckSize {
 			hb.limit = l
 		}
+		hb.maxBytes, hb.maxBytesWhy = cfg.MaxBytes, cfg.MaxBytesWhy
 		opts := []generic.SourceOption{generic.WithOrphanGracePeriod(DefaultOrphanGracePeriod)}
 		for _, o := range clientOpts {
 			opts = append(opts, o)

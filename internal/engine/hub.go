@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 
 	"github.com/go-logr/logr"
@@ -45,6 +46,10 @@ type hub[T Object] struct {
 	// transport does not tell or the kind has no lower bound of its events
 	// (see checkSize).
 	limit options.EventSizeLimiter
+	// maxBytes is the largest object the hub takes, by the same measure; 0
+	// for no limit. maxBytesWhy says where it comes from (Config.MaxBytes).
+	maxBytes    int
+	maxBytesWhy string
 
 	mu      sync.Mutex
 	reports map[kubetypes.UID]bool // present once an agent reported on the object; true once it reported it deleted
@@ -150,28 +155,39 @@ func (h *hub[T]) update(ctx context.Context, namespace string, in T, opts metav1
 	return h.write(ctx, namespace, in, isDryRun(opts.DryRun), opts.FieldManager)
 }
 
-// checkSize refuses an object whose spec event would surely be larger than
-// the transport sends, with 413 as a kube-apiserver refuses an object
-// larger than it stores, rather than storing an object that can never
+// checkSize refuses an object larger than the hub takes (Config.MaxBytes),
+// or whose spec event would surely be larger than the transport sends, with
+// 413 as a kube-apiserver refuses an object larger than it stores, rather
+// than storing an object that no kube-apiserver would, or that can never
 // reach its agent. The measure is the kind's lower bound of the event's
-// size (Kind.MinEventBytes). An object under the limit by it may still
-// make a larger event (the envelope, a broker's own lower limit); the
-// publisher reports those to the error handler.
+// size (Kind.MinEventBytes), which is one of the object's too. An object
+// under the transport's limit by it may still make a larger event (the
+// envelope, a broker's own lower limit); the publisher reports those to the
+// error handler. The refusal names each limit the object exceeds.
 func (h *hub[T]) checkSize(namespace string, obj T) error {
-	if h.limit == nil || h.kind.MinEventBytes == nil {
+	if h.kind.MinEventBytes == nil {
 		return nil
 	}
-	limit := h.limit.MaxEventBytes()
-	if limit <= 0 {
+	limit := 0
+	if h.limit != nil {
+		limit = h.limit.MaxEventBytes()
+	}
+	if limit <= 0 && h.maxBytes <= 0 {
 		return nil
 	}
 	n := h.kind.MinEventBytes(obj)
-	if n <= limit {
+	var over []string
+	if h.maxBytes > 0 && n > h.maxBytes {
+		over = append(over, fmt.Sprintf("more than a hub takes (%d bytes: %s)", h.maxBytes, h.maxBytesWhy))
+	}
+	if limit > 0 && n > limit {
+		over = append(over, fmt.Sprintf("more than the largest event the transport sends (%d bytes: its maxEventBytes, or a lower limit its broker announced)", limit))
+	}
+	if len(over) == 0 {
 		return nil
 	}
-	return apierrors.NewRequestEntityTooLargeError(fmt.Sprintf(
-		"%s %s/%s: its content alone is %d bytes, more than the largest event the transport sends (%d bytes: its maxEventBytes, or a lower limit its broker announced)",
-		h.pub.noun, namespace, obj.GetName(), n, limit))
+	return apierrors.NewRequestEntityTooLargeError(fmt.Sprintf("%s %s/%s: its content alone is %d bytes, %s",
+		h.pub.noun, namespace, obj.GetName(), n, strings.Join(over, ", and ")))
 }
 
 // write stores the update of the object named by in, publishes it if

@@ -56,9 +56,9 @@ type Kind[T Object] struct {
 	// Validate checks what a kube-apiserver would beyond the metadata; nil
 	// checks nothing more.
 	Validate func(T) field.ErrorList
-	// MinEventBytes is a lower bound of the size of T's spec event, nil if
-	// unknown: a hub refuses an object whose bound exceeds the transport's
-	// event size limit at once (413).
+	// MinEventBytes is a lower bound of the size of T's spec event, and of
+	// T's own, nil if unknown: a hub refuses an object whose bound exceeds
+	// the transport's event size limit or Config.MaxBytes at once (413).
 	MinEventBytes func(T) int
 }
 

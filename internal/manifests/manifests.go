@@ -2,7 +2,8 @@
 // wherever a work is written — a hub holder's Create and Update, a
 // workstore's writes: each is a JSON object with a non-empty apiVersion and
 // kind, as a kube-apiserver requires of the embedded resources OCM's CRD
-// declares them to be, and as an agent needs to apply one.
+// declares them to be, and as an agent needs to apply one. MinBytes is the
+// measure a hub holder keeps a work's size to.
 package manifests
 
 import (
@@ -74,4 +75,26 @@ func truncate(b []byte, n int) []byte {
 		return b
 	}
 	return append(b[:n:n], "..."...)
+}
+
+// MinBytes is a lower bound of the size of w's spec event, which a hub
+// holder refuses a work by when it exceeds the holder's limit or the
+// transport's: workwire's codecs carry the manifests' bytes verbatim in the
+// data, and the name, namespace, labels and annotations (JSON-escaped, so
+// no shorter) in the metadata extension. It bounds w's size in a
+// kube-apiserver's store too, which holds them all, but for whitespace
+// between the manifests' tokens, which this counts and a kube-apiserver
+// drops. It reads no manifest and does not allocate.
+func MinBytes(w *workv1.ManifestWork) int {
+	n := len(w.Name) + len(w.Namespace)
+	for i := range w.Spec.Workload.Manifests {
+		n += len(w.Spec.Workload.Manifests[i].Raw)
+	}
+	for k, v := range w.Labels {
+		n += len(k) + len(v)
+	}
+	for k, v := range w.Annotations {
+		n += len(k) + len(v)
+	}
+	return n
 }

@@ -79,3 +79,24 @@ func FuzzTypeOf(f *testing.F) {
 		}
 	})
 }
+
+// MinBytes counts the manifests' bytes as given, and the name, namespace,
+// labels and annotations, which every spec event and a kube-apiserver's
+// store hold whole.
+func TestMinBytes(t *testing.T) {
+	w := &workv1.ManifestWork{
+		ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "cluster1", Labels: map[string]string{"app": "web"}, Annotations: map[string]string{"team": "a"}},
+		Spec: workv1.ManifestWorkSpec{Workload: workv1.ManifestsTemplate{Manifests: []workv1.Manifest{
+			{RawExtension: runtime.RawExtension{Raw: []byte(`{"apiVersion":"v1","kind":"ConfigMap"}`)}},
+			{RawExtension: runtime.RawExtension{Raw: []byte(` { "apiVersion": "v1", "kind": "Secret" } `)}},
+		}}},
+	}
+	want := len("web") + len("cluster1") + len("app") + len("web") + len("team") + len("a") +
+		len(`{"apiVersion":"v1","kind":"ConfigMap"}`) + len(` { "apiVersion": "v1", "kind": "Secret" } `)
+	if got := MinBytes(w); got != want {
+		t.Errorf("MinBytes = %d, want %d", got, want)
+	}
+	if got := MinBytes(&workv1.ManifestWork{}); got != 0 {
+		t.Errorf("MinBytes of an empty work = %d, want 0", got)
+	}
+}

@@ -31,7 +31,7 @@ const module = "github.com/workwire/sdk-go"
 // lowers these too.
 const (
 	maxCalls     = 360
-	maxCrossings = 60
+	maxCrossings = 61
 	maxBackUp    = 6
 )
 
