@@ -50,6 +50,11 @@ func EventFromBinary(attrs map[string]string, prefix, contentType string, data [
 	if version == "" {
 		return nil, fmt.Errorf("not a CloudEvent: no %sspecversion attribute and no structured-mode content type", prefix)
 	}
+	if version != cloudevents.CloudEventsVersionV1 && version != cloudevents.CloudEventsVersionV03 {
+		// cloudevents.New leaves an event of another version without a
+		// context, which the setters below would dereference.
+		return nil, fmt.Errorf("%sspecversion %q: want %s or %s", prefix, version, cloudevents.CloudEventsVersionV1, cloudevents.CloudEventsVersionV03)
+	}
 	evt := cloudevents.New(version)
 	for key, v := range attrs {
 		name, ok := strings.CutPrefix(key, prefix)

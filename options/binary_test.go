@@ -38,6 +38,8 @@ func TestBinaryAttributesRoundTrip(t *testing.T) {
 		{map[string]string{"ce-id": "e1"}, "no ce-specversion attribute"},
 		{map[string]string{"ce-specversion": "1.0", "ce-id": "e1", "ce-source": "s", "ce-type": "t", "ce-time": "noon"}, "ce-time"},
 		{map[string]string{"ce-specversion": "1.0", "ce-id": "e1", "ce-source": "s"}, "type"},
+		// A version cloudevents knows no context of: refused, not a panic.
+		{map[string]string{"ce-specversion": "2.0", "ce-id": "e1", "ce-source": "s", "ce-type": "t"}, `ce-specversion "2.0": want 1.0 or 0.3`},
 	} {
 		if _, err := EventFromBinary(c.attrs, "ce-", "content-type", nil); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%v: %v, want %q", c.attrs, err, c.want)
