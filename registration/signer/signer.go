@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	authenticationv1 "k8s.io/api/authentication/v1"
 	certificatesv1 "k8s.io/api/certificates/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -56,7 +57,10 @@ func WithValidity(d time.Duration) Option { return func(s *settings) { s.validit
 // WithAutoApprove names the users (the CSR's
 // kubeservice.CSRUserAnnotation, which the CSR Service sets from the
 // verified identity) whose requests the Signer approves itself; each call
-// adds to the users named before. Default: none.
+// adds to the users named before. The annotation counts only on a request
+// the CSR Service created: one whose spec.username, which the
+// kube-apiserver sets to its creator, is the Signer's own identity (the CSR
+// Service and the Signer of a hub share its client). Default: none.
 func WithAutoApprove(users ...string) Option {
 	return func(s *settings) { s.autoApprove = append(s.autoApprove, users...) }
 }
@@ -65,9 +69,9 @@ func WithAutoApprove(users ...string) Option {
 // certificate of its own name: one whose user (the verified identity that
 // sent it, in the CSR's kubeservice.CSRUserAnnotation) is the common name
 // it asks for, an agent's — as OCM's hub approves the rotation of an
-// agent's certificate. Default: off. Like WithAutoApprove, it trusts the
-// annotation, which only the CSR Service (and whoever else may create CSRs
-// in the hub's kube-apiserver) can set.
+// agent's certificate. Default: off. As for WithAutoApprove, the annotation
+// counts only on a request the Signer's own identity created, so that
+// whoever else may create CSRs in the hub's kube-apiserver cannot forge it.
 func WithApproveRenewals() Option { return func(s *settings) { s.approveRenewals = true } }
 
 // WithLogger sets the Signer's logger. Default: discard.
@@ -84,7 +88,17 @@ type Signer struct {
 	key      crypto.Signer
 	opts     settings
 	queue    workqueue.TypedRateLimitingInterface[string]
+
+	// Run's worker alone reads and writes these: the Signer's own user,
+	// asked of the kube-apiserver (SelfSubjectReview) when it first
+	// needs it, and again at most every selfRetry while it fails.
+	self      string
+	selfAsked time.Time
 }
+
+// selfRetry is how often a Signer that could not learn its own identity
+// asks again; meanwhile it approves nothing itself.
+const selfRetry = 10 * time.Second
 
 // New returns a Signer over client and informer, issuing with the CA whose
 // certificate and key are the PEM pair caCert and caKey.
@@ -170,6 +184,14 @@ func (s *Signer) handle(ctx context.Context, name string) error {
 		return nil
 	}
 	if !condition(csr, certificatesv1.CertificateApproved) {
+		if len(s.opts.autoApprove) == 0 && !s.opts.approveRenewals {
+			return nil // another actor decides
+		}
+		if self := s.whoAmI(ctx); self == "" || csr.Spec.Username != self {
+			// Not created by the CSR Service: its annotation may be
+			// anyone's word.
+			return nil
+		}
 		user := csr.Annotations[kubeservice.CSRUserAnnotation]
 		reason, message := "AutoApproved", fmt.Sprintf("%s is an auto-approved user", user)
 		switch {
@@ -202,6 +224,22 @@ func (s *Signer) handle(ctx context.Context, name string) error {
 	signed.Status.Certificate = cert
 	_, err = s.client.CertificatesV1().CertificateSigningRequests().UpdateStatus(ctx, signed, metav1.UpdateOptions{})
 	return err
+}
+
+// whoAmI returns the Signer's own user name, or "" if the kube-apiserver
+// could not say.
+func (s *Signer) whoAmI(ctx context.Context) string {
+	if s.self != "" || time.Since(s.selfAsked) < selfRetry {
+		return s.self
+	}
+	s.selfAsked = time.Now()
+	review, err := s.client.AuthenticationV1().SelfSubjectReviews().Create(ctx, &authenticationv1.SelfSubjectReview{}, metav1.CreateOptions{})
+	if err != nil {
+		s.opts.log.Error(err, "cannot learn the signer's own identity, which the requests it approves itself must come from; approving none for now")
+		return ""
+	}
+	s.self = review.Status.UserInfo.Username
+	return s.self
 }
 
 // isRenewal reports whether user, an agent of the request's cluster, asks

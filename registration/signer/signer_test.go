@@ -15,6 +15,7 @@ import (
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/client-go/rest"
 
 	"github.com/workwire/sdk-go/internal/testsupport/kubetest"
 	"github.com/workwire/sdk-go/internal/testsupport/testcerts"
@@ -205,6 +206,14 @@ func TestTheSignerApprovesRenewalsWhenAsked(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	// The same request, created by another identity than the signer's (and
+	// the CSR Service's): its annotation is that identity's word alone.
+	other := rest.CopyConfig(cfg)
+	other.Impersonate = rest.ImpersonationConfig{UserName: "someone-else", Groups: []string{"system:masters"}}
+	if _, err := kubernetes.NewForConfigOrDie(other).CertificatesV1().CertificateSigningRequests().Create(ctx,
+		csr(t, "forged-renewal", "cluster1", agent1, agentRequest(t, "cluster1")), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
 	renewed := waitFor(t, ctx, kube, "renewal", func(c *certificatesv1.CertificateSigningRequest) bool { return len(c.Status.Certificate) > 0 })
 	if !hasCondition(renewed, certificatesv1.CertificateApproved) {
 		t.Errorf("issued without approval: %+v", renewed.Status.Conditions)
@@ -212,7 +221,7 @@ func TestTheSignerApprovesRenewalsWhenAsked(t *testing.T) {
 	// The renewal was issued on its second pass (its approval queues it
 	// again), after the signer's one worker took the other two, queued
 	// before: by now it has decided on them too.
-	for _, name := range []string{"another-agents-name", "bootstrap"} {
+	for _, name := range []string{"another-agents-name", "bootstrap", "forged-renewal"} {
 		c, err := kube.CertificatesV1().CertificateSigningRequests().Get(ctx, name, metav1.GetOptions{})
 		if err != nil || len(c.Status.Conditions) > 0 || len(c.Status.Certificate) > 0 {
 			t.Errorf("%s: %+v, %v, want it left to another actor", name, c.Status, err)

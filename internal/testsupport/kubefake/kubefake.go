@@ -17,6 +17,8 @@ import (
 	"strconv"
 	"sync/atomic"
 
+	authenticationv1 "k8s.io/api/authentication/v1"
+	certificatesv1 "k8s.io/api/certificates/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -84,6 +86,9 @@ func (s server) create(a clienttesting.Action) (bool, runtime.Object, error) {
 	m.SetGeneration(1)
 	m.SetDeletionTimestamp(nil)
 	m.SetResourceVersion(s.rvs.next())
+	if csr, ok := obj.(*certificatesv1.CertificateSigningRequest); ok {
+		csr.Spec.Username = User // its creator, as a kube-apiserver records it
+	}
 	if err := s.tracker.Create(a.GetResource(), obj, create.GetNamespace()); err != nil {
 		return true, nil, err
 	}
@@ -191,8 +196,16 @@ func NewHub() *Hub {
 		Serve(c, rvs)
 		c.PrependWatchReactor("*", noWatchList)
 	}
+	h.Kube.PrependReactor("create", "selfsubjectreviews", func(a clienttesting.Action) (bool, runtime.Object, error) {
+		return true, &authenticationv1.SelfSubjectReview{Status: authenticationv1.SelfSubjectReviewStatus{
+			UserInfo: authenticationv1.UserInfo{Username: User}}}, nil
+	})
 	return h
 }
+
+// User is who every client of a stand-in is: the creator of its
+// CertificateSigningRequests, and the user a SelfSubjectReview names.
+const User = "kubefake:admin"
 
 // noWatchList refuses a watch-list: the tracker sends no bookmark at the
 // end of the initial events, so the informer falls back to list and watch,
