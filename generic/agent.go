@@ -246,7 +246,8 @@ func (a *AgentClient[T]) classify(d *options.Delivery, h types.Header) (*task[T]
 			return nil, DropMalformed, types.Missing(d.Event, types.ExtResourceVersion)
 		}
 		deleting := h.HasDeletion || et.Action == types.DeleteRequest
-		if et.Action == types.ResyncResponse {
+		answer := et.Action == types.ResyncResponse
+		if answer {
 			// An OCM source's answer to our resync: handlers see what it means.
 			et.Action = types.UpdateRequest
 			if deleting {
@@ -259,7 +260,7 @@ func (a *AgentClient[T]) classify(d *options.Delivery, h types.Header) (*task[T]
 		}
 		et.DataType = codec.dt
 		return &task[T]{
-			kind: taskEvent, lane: lane, evt: evt, h: h, et: et, codec: codec, deleting: deleting,
+			kind: taskEvent, lane: lane, evt: evt, h: h, et: et, codec: codec, deleting: deleting, answer: answer,
 			route: options.Route{Role: options.RoleSpec, Source: source, Cluster: a.c.id},
 		}, "", nil
 	case et.SubResource == types.SubResourceStatus && et.Action == types.ResyncRequest:
@@ -285,8 +286,11 @@ func (a *AgentClient[T]) handleEvent(ctx context.Context, t *task[T]) error {
 		}
 	}
 	// A deletion is final: no later spec of the resource but a deletion
-	// comes at its version or below.
-	if buried && !t.deleting && t.h.Version <= deleted {
+	// comes at its version or below — but for a source's answer to a
+	// resync, which says what it holds now (an OCM hub whose informer lost
+	// a work and got it back sends it again at the same version); if that
+	// is wrong, the next resync deletes it again.
+	if buried && !t.deleting && !t.answer && t.h.Version <= deleted {
 		return &dropError{reason: DropStale, err: fmt.Errorf("spec of %s at version %d, deleted at version %d", id, t.h.Version, deleted)}
 	}
 	obj, err := t.codec.Decode(t.h, t.evt)

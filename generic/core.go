@@ -57,6 +57,7 @@ type task[T Object] struct {
 	et       types.EventType
 	codec    *codecOf[T] // of et.DataType
 	deleting bool
+	answer   bool // came as an OCM source's resync_response
 
 	// taskResyncRequest: batches in arrival order.
 	batches []*cloudevents.Event

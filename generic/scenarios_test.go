@@ -688,6 +688,16 @@ func scenarioASpecDeliveredLateDoesNotBringBackADeletion(t *testing.T, e *env) {
 	eventually(t, "the deletion taken again", func() bool { return agent.calls(id) == 3 })
 	send(specUpdate, 4, "v4")
 	eventually(t, "a newer spec applied", func() bool { w, ok := agentStore.get(id); return ok && w.Spec == "v4" })
+	// An OCM source's answer to a resync is what it holds now, not a spec
+	// delivered late: it brings back what the source deleted and has again
+	// at that version (OCM's hub does, when its informer lost a work and
+	// got it back), as the next resync would delete it again otherwise.
+	send(specDelete, 4, "v4")
+	eventually(t, "deleted at v4", func() bool { _, ok := agentStore.get(id); return !ok })
+	answer := specUpdate
+	answer.Action = types.ResyncResponse
+	send(answer, 4, "v4")
+	eventually(t, "the source's answer applied", func() bool { w, ok := agentStore.get(id); return ok && w.Spec == "v4" })
 	if n := agent.obs.drops(generic.DropStale); n != 1 {
 		t.Errorf("%d specs dropped as stale, want 1", n)
 	}
