@@ -52,16 +52,7 @@ func Command() *cli.Command {
 		Usage: "-config FILE [flags]",
 		Short: "run the gRPC broker, serving works from a kube-apiserver or PostgreSQL",
 		Long:  long,
-		Flags: func(fs *flag.FlagSet) func(context.Context, *cli.Env, []string) error {
-			var f flags
-			f.register(fs)
-			return func(ctx context.Context, env *cli.Env, args []string) error {
-				if err := cli.NoArgs(args); err != nil {
-					return err
-				}
-				return f.run(ctx, env)
-			}
-		},
+		Flags: cli.FlagsOnly(func() *flags { return &flags{} }),
 	}
 }
 
@@ -86,7 +77,8 @@ type flags struct {
 	logging         cli.Logging
 }
 
-func (f *flags) register(fs *flag.FlagSet) {
+// Register implements cli.Runner.
+func (f *flags) Register(fs *flag.FlagSet) {
 	fs.StringVar(&f.config, "config", "", "the broker's config file, YAML or JSON (required)")
 	fs.StringVar(&f.services, "services", "kube", "where the works are: kube (a kube-apiserver's ManifestWorks), postgres, or none (the broker only routes between sources and agents that connect to it)")
 	fs.StringVar(&f.kubeconfig, "kubeconfig", "", "the hub's kubeconfig; default $KUBECONFIG, else the in-cluster config. With -services postgres or none, used only for token and access reviews")
@@ -109,7 +101,8 @@ func (f *flags) register(fs *flag.FlagSet) {
 
 // run checks everything it can before it listens, so that a bad flag or
 // config file exits 2 with nothing bound.
-func (f *flags) run(ctx context.Context, env *cli.Env) error {
+// Run implements cli.Runner.
+func (f *flags) Run(ctx context.Context, env *cli.Env) error {
 	log, err := f.logging.Logger(env.Stderr)
 	if err != nil {
 		return err

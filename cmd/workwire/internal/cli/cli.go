@@ -151,3 +151,24 @@ func (c *Command) printUsage(w io.Writer, path string, fs *flag.FlagSet) {
 
 // Stdio is the process's own Env.
 func Stdio() *Env { return &Env{Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr} }
+
+// Runner is a command that takes flags and no arguments.
+type Runner interface {
+	Register(fs *flag.FlagSet)
+	Run(ctx context.Context, env *Env) error
+}
+
+// FlagsOnly is the Command.Flags of a command that a new Runner runs: its
+// flags registered, and arguments refused.
+func FlagsOnly[R Runner](newRunner func() R) func(fs *flag.FlagSet) func(context.Context, *Env, []string) error {
+	return func(fs *flag.FlagSet) func(context.Context, *Env, []string) error {
+		r := newRunner()
+		r.Register(fs)
+		return func(ctx context.Context, env *Env, args []string) error {
+			if err := NoArgs(args); err != nil {
+				return err
+			}
+			return r.Run(ctx, env)
+		}
+	}
+}

@@ -69,16 +69,7 @@ func Command() *cli.Command {
 		Usage: "-transport mqtt|kafka|grpc|nats -config FILE [filters] [-n N] [-o text|json]",
 		Short: "print the events on a broker as they pass, decoded",
 		Long:  long,
-		Flags: func(fs *flag.FlagSet) func(context.Context, *cli.Env, []string) error {
-			var f flags
-			f.register(fs)
-			return func(ctx context.Context, env *cli.Env, args []string) error {
-				if err := cli.NoArgs(args); err != nil {
-					return err
-				}
-				return f.run(ctx, env)
-			}
-		},
+		Flags: cli.FlagsOnly(func() *flags { return &flags{} }),
 	}
 }
 
@@ -90,7 +81,8 @@ type flags struct {
 	logging cli.Logging
 }
 
-func (f *flags) register(fs *flag.FlagSet) {
+// Register implements cli.Runner.
+func (f *flags) Register(fs *flag.FlagSet) {
 	fs.StringVar(&f.transport, "transport", "", "the broker's kind: mqtt, kafka, grpc or nats (required)")
 	fs.StringVar(&f.config, "config", "", "a client's config file of that broker, YAML or JSON (required)")
 	fs.StringVar(&f.cluster, "cluster", "", "only events of this cluster")
@@ -103,7 +95,8 @@ func (f *flags) register(fs *flag.FlagSet) {
 	f.logging.Register(fs)
 }
 
-func (f *flags) run(ctx context.Context, env *cli.Env) error {
+// Run implements cli.Runner.
+func (f *flags) Run(ctx context.Context, env *cli.Env) error {
 	log, err := f.logging.Logger(env.Stderr)
 	if err != nil {
 		return err
