@@ -40,8 +40,8 @@ import (
 func Quickstart() []quickstart.Broker {
 	var brokers []quickstart.Broker
 	for _, t := range transports {
-		brokers = append(brokers, quickstart.Broker{Name: t.name, Connect: func(address string, out io.Writer) (func(logr.Logger) (options.Transport, error), func(), error) {
-			c, err := t.connect(address)
+		brokers = append(brokers, quickstart.Broker{Name: t.name, Connect: func(address, run string, out io.Writer) (func(logr.Logger) (options.Transport, error), func(), error) {
+			c, err := t.connect(address, run)
 			if err != nil {
 				return nil, nil, err
 			}
@@ -59,7 +59,7 @@ func Bench() []bench.Broker {
 	var brokers []bench.Broker
 	for _, t := range transports {
 		brokers = append(brokers, bench.Broker{Name: t.name, Start: func(address string) (*bench.Env, error) {
-			c, err := t.connect(address)
+			c, err := t.connect(address, runID())
 			if err != nil {
 				return nil, err
 			}
@@ -74,7 +74,7 @@ func Bench() []bench.Broker {
 
 var transports = []struct {
 	name    string
-	connect func(address string) (connection, error)
+	connect func(address, run string) (connection, error)
 }{{"nats", connectNATS}, {"pubsub", connectPubSub}}
 
 // connection is how a run reaches its broker.
@@ -84,8 +84,10 @@ type connection struct {
 	embedded     string // where the embedded broker listens; "" with -broker
 }
 
-// connectNATS reaches the NATS server at url, or an embedded one.
-func connectNATS(url string) (connection, error) {
+// connectNATS reaches the NATS server at url, in a stream of run's own
+// (WORKWIRE_<RUN>, subjects workwire.<run>.…) that stop deletes, or an
+// embedded server.
+func connectNATS(url, run string) (connection, error) {
 	if url == "" {
 		s, err := natstest.Start()
 		if err != nil {
@@ -98,7 +100,6 @@ func connectNATS(url string) (connection, error) {
 			embedded:     "embedded NATS server (JetStream) on " + s.URL(),
 		}, nil
 	}
-	run := runID()
 	cfg := nats.Config{
 		URL:            url,
 		Stream:         "WORKWIRE_" + strings.ToUpper(run),
@@ -128,9 +129,10 @@ func deleteStream(url, stream string) {
 	_ = js.DeleteStream(ctx, stream)
 }
 
-// connectPubSub reaches the Pub/Sub emulator at addr, or an embedded fake.
-func connectPubSub(addr string) (connection, error) {
-	cfg := pubsub.Config{ProjectID: "workwire-" + runID(), Endpoint: addr, DisableTLS: true, Provision: true}
+// connectPubSub reaches the Pub/Sub emulator at addr, in project
+// workwire-<run>, or an embedded fake.
+func connectPubSub(addr, run string) (connection, error) {
+	cfg := pubsub.Config{ProjectID: "workwire-" + run, Endpoint: addr, DisableTLS: true, Provision: true}
 	stop := func() {}
 	embedded := ""
 	if addr == "" {

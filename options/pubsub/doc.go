@@ -30,6 +30,15 @@
 // With Config.Provision a client makes what is missing itself. Start
 // fails at once when a subscription does not exist.
 //
+// A watcher, a client whose subscriptions name no source and no cluster
+// (workwire tail is one), reads a copy of every event: for each
+// subscription Config.Subscriptions does not name, Start creates one of
+// its own on the topic, unfiltered, "<topic>-watch-<random>", and Close
+// deletes it; one left behind by a watcher that was killed expires after
+// a day unread. It needs the right to create and delete subscriptions
+// (the Pub/Sub Editor role), and takes nothing from the subscriptions of
+// sources and agents.
+//
 // # What Pub/Sub keeps
 //
 // A subscription keeps what is published to its topic while its client is

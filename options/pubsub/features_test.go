@@ -7,6 +7,13 @@ import (
 	"testing"
 	"time"
 
+	gpubsub "cloud.google.com/go/pubsub/v2"
+	"cloud.google.com/go/pubsub/v2/apiv1/pubsubpb"
+	"google.golang.org/api/iterator"
+	"google.golang.org/api/option"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
 	"github.com/workwire/sdk-go/options"
 	"github.com/workwire/sdk-go/options/pubsub"
 	"github.com/workwire/sdk-go/options/pubsub/pubsubtest"
@@ -156,5 +163,71 @@ func TestReplicasOfASourceShareItsStatuses(t *testing.T) {
 	// subscription of its own.
 	if both := len(a.Deliveries()) + len(b.Deliveries()); both >= 2*n {
 		t.Errorf("the replicas received %d deliveries of %d statuses: each has them all", both, n)
+	}
+}
+
+// A watcher, whose subscriptions name no source and no cluster, reads a
+// copy of every event through subscriptions of its own, which it makes at
+// Start and deletes at Close: the agent and the source it watches still
+// receive theirs.
+func TestAWatcherCopiesEveryEventAndLeavesNothingBehind(t *testing.T) {
+	s := pubsubtest.NewServer(t)
+	cfg := fast(s.Config())
+	_, hub := start(t, cfg, options.SourceSubscriptions("hub1", nil))
+	_, agent := start(t, cfg, options.AgentSubscriptions("cluster1", nil))
+	watchCfg := cfg
+	watchCfg.Provision = false
+	every := []options.Subscription{{Role: options.RoleSpec}, {Role: options.RoleStatus}, {Role: options.RoleSpecResync}, {Role: options.RoleStatusResync}}
+	watcher, w := start(t, watchCfg, every)
+	if got := watchSubscriptions(t, s); len(got) != 4 {
+		t.Fatalf("the watcher's subscriptions: %v, want one per topic", got)
+	}
+
+	sender, _ := start(t, cfg, nil)
+	spec := options.Route{Role: options.RoleSpec, Source: "hub1", Cluster: "cluster1"}
+	send(t, sender, spec, "spec")
+	status := options.Route{Role: options.RoleStatus, Source: "hub1", Cluster: "cluster1"}
+	send(t, sender, status, "status")
+	send(t, sender, options.Route{Role: options.RoleSpec, Source: "hub1", Cluster: "cluster2"}, "spec-of-cluster2")
+	w.Wait(t, "the watcher's copies", wait, func() bool {
+		return received(w, "spec") && received(w, "status") && received(w, "spec-of-cluster2")
+	})
+	agent.Wait(t, "the agent's spec", wait, func() bool { return received(agent, "spec") })
+	hub.Wait(t, "the source's status", wait, func() bool { return received(hub, "status") })
+
+	closeNow(t, watcher)
+	if got := watchSubscriptions(t, s); len(got) != 0 {
+		t.Errorf("after Close, the watcher's subscriptions are still there: %v", got)
+	}
+}
+
+// watchSubscriptions lists the subscriptions of watchers on s.
+func watchSubscriptions(t *testing.T, s *pubsubtest.Server) []string {
+	t.Helper()
+	conn, err := grpc.NewClient(s.Addr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), wait)
+	defer cancel()
+	client, err := gpubsub.NewClient(ctx, pubsubtest.ProjectID, option.WithGRPCConn(conn))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer client.Close()
+	var names []string
+	it := client.SubscriptionAdminClient.ListSubscriptions(ctx, &pubsubpb.ListSubscriptionsRequest{Project: "projects/" + pubsubtest.ProjectID})
+	for {
+		sub, err := it.Next()
+		if err == iterator.Done {
+			return names
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.Contains(sub.Name, "-watch-") {
+			names = append(names, sub.Name)
+		}
 	}
 }

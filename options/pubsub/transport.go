@@ -2,6 +2,8 @@ package pubsub
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"strings"
@@ -20,6 +22,7 @@ import (
 	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/stats"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/durationpb"
 	"k8s.io/klog/v2"
 
 	"github.com/workwire/sdk-go/internal/connstate"
@@ -134,6 +137,9 @@ type subscription struct {
 	// only events whose attribute has the client's ID.
 	filter    string
 	attribute string
+	// watch marks a subscription of the transport's own, made at Start
+	// and deleted at Close, that copies every event of its topic.
+	watch bool
 }
 
 // Start connects, provisions what Config.Provision asks for, checks that
@@ -180,11 +186,8 @@ func (t *Transport) Start(ctx context.Context, subs []options.Subscription, r op
 	}
 
 	publishers := map[options.Role]*pubsub.Publisher{}
-	for role, topic := range map[options.Role]string{
-		options.RoleSpec: t.cfg.Topics.SourceEvents, options.RoleStatus: t.cfg.Topics.AgentEvents,
-		options.RoleStatusResync: t.cfg.Topics.SourceBroadcast, options.RoleSpecResync: t.cfg.Topics.AgentBroadcast,
-	} {
-		p := client.Publisher(t.full("topics", topic))
+	for _, role := range []options.Role{options.RoleSpec, options.RoleStatus, options.RoleStatusResync, options.RoleSpecResync} {
+		p := client.Publisher(t.full("topics", t.topicOf(role)))
 		// A client sends mostly one event at a time (a controller's
 		// write), so waiting the default 10 ms for a batch to fill only
 		// delays it; events sent while a batch is in flight still batch.
@@ -238,8 +241,11 @@ func (t *Transport) resolve(subs []options.Subscription) ([]subscription, error)
 			topic, name, id, kind = t.cfg.Topics.SourceBroadcast, t.cfg.Subscriptions.SourceBroadcast, cluster, "cluster"
 		case s.Role == options.RoleSpecResync && s.Source == "" && s.Cluster == "" && (source != "" || t.cfg.Subscriptions.AgentBroadcast != ""):
 			topic, name, id, kind = t.cfg.Topics.AgentBroadcast, t.cfg.Subscriptions.AgentBroadcast, source, "source"
+		case s.Source == "" && s.Cluster == "" && cluster == "" && source == "":
+			topic, sub.watch = t.topicOf(s.Role), true
+			name = topicID(topic) + "-watch-" + randomID()
 		default:
-			return nil, fmt.Errorf("subscription %d (%s, source %q, cluster %q): Pub/Sub subscriptions are an agent's (specs for one cluster, status resync requests beside them) or a source's (statuses for one source, spec resync requests beside them)",
+			return nil, fmt.Errorf("subscription %d (%s, source %q, cluster %q): Pub/Sub subscriptions are an agent's (specs for one cluster, status resync requests beside them), a source's (statuses for one source, spec resync requests beside them) or a watcher's (naming no source and no cluster)",
 				i, s.Role, s.Source, s.Cluster)
 		}
 		if id != "" {
@@ -263,6 +269,25 @@ func (t *Transport) resolve(subs []options.Subscription) ([]subscription, error)
 		out = append(out, sub)
 	}
 	return out, nil
+}
+
+// topicOf is the topic that carries role's events.
+func (t *Transport) topicOf(role options.Role) string {
+	switch role {
+	case options.RoleSpec:
+		return t.cfg.Topics.SourceEvents
+	case options.RoleStatus:
+		return t.cfg.Topics.AgentEvents
+	case options.RoleStatusResync:
+		return t.cfg.Topics.SourceBroadcast
+	}
+	return t.cfg.Topics.AgentBroadcast
+}
+
+func randomID() string {
+	b := make([]byte, 4)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
 }
 
 // full returns the full name of a validated topic or subscription.
@@ -326,6 +351,9 @@ func (t *Transport) prepare(ctx context.Context, client *pubsub.Client, subs []s
 			return err
 		}
 	}
+	if err := t.createWatches(ctx, client, subs); err != nil {
+		return err
+	}
 	if len(subs) == 0 {
 		_, err := client.TopicAdminClient.GetTopic(ctx, &pubsubpb.GetTopicRequest{Topic: t.full("topics", t.cfg.Topics.SourceEvents)})
 		return reached(err)
@@ -379,6 +407,54 @@ func (t *Transport) provision(ctx context.Context, client *pubsub.Client, subs [
 		}
 	}
 	return nil
+}
+
+// watchLife is how long Pub/Sub keeps a watcher's subscription that no
+// one reads (its least expiration) and retention what such a subscription
+// keeps: a watcher that was killed before it deleted them leaves little
+// behind, and not for long.
+const (
+	watchLife      = 24 * time.Hour
+	watchRetention = 10 * time.Minute
+)
+
+// createWatches makes the watcher's subscriptions among subs, which copy
+// every event of their topics.
+func (t *Transport) createWatches(ctx context.Context, client *pubsub.Client, subs []subscription) error {
+	for _, s := range subs {
+		if !s.watch {
+			continue
+		}
+		_, err := client.SubscriptionAdminClient.CreateSubscription(ctx, &pubsubpb.Subscription{
+			Name: s.name, Topic: s.topic,
+			ExpirationPolicy:         &pubsubpb.ExpirationPolicy{Ttl: durationpb.New(watchLife)},
+			MessageRetentionDuration: durationpb.New(watchRetention),
+		})
+		if status.Code(err) == codes.NotFound {
+			return &refusal{fmt.Errorf("create subscription %s: topic %s does not exist: %w", s.name, s.topic, err)}
+		}
+		if err != nil && status.Code(err) != codes.AlreadyExists {
+			return provisionError("subscription", s.name, err)
+		}
+	}
+	return nil
+}
+
+// deleteWatches deletes the watcher's subscriptions, logging what it could
+// not (they expire by themselves, unread, after watchLife, as do those of
+// a Start that failed after it made some).
+func (t *Transport) deleteWatches(client *pubsub.Client, subs []subscription) {
+	for _, s := range subs {
+		if !s.watch {
+			continue
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), time.Duration(t.cfg.ConnectTimeout))
+		err := client.SubscriptionAdminClient.DeleteSubscription(ctx, &pubsubpb.DeleteSubscriptionRequest{Subscription: s.name})
+		cancel()
+		if err != nil && status.Code(err) != codes.NotFound {
+			t.log.Error(err, "could not delete a subscription of this watcher; Pub/Sub deletes it when it has been unread for a day", "subscription", s.name)
+		}
+	}
 }
 
 func provisionError(kind, name string, err error) error {
@@ -673,7 +749,7 @@ func (t *Transport) Close(ctx context.Context) error {
 		return nil
 	}
 	t.closed = true
-	client, cancel, publishers, held := t.client, t.cancel, t.publishers, t.held
+	client, cancel, publishers, held, subs := t.client, t.cancel, t.publishers, t.held, t.subs
 	t.held = nil
 	t.mu.Unlock()
 	t.tracker.Closed()
@@ -708,6 +784,7 @@ func (t *Transport) Close(ctx context.Context) error {
 			p.Stop()
 		}
 		if client != nil {
+			t.deleteWatches(client, subs)
 			t.closeClient(client)
 		} else {
 			t.mu.Lock()

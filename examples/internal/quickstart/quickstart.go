@@ -15,6 +15,7 @@ import (
 	"net"
 	"os"
 	"os/signal"
+	"regexp"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -53,8 +54,9 @@ type Broker struct {
 	Name string
 	// Connect returns how to make a client's transport for the broker at
 	// address, or, when address is "", for an embedded broker it starts,
-	// saying where on out, and stop stops.
-	Connect func(address string, out io.Writer) (newTransport func(logr.Logger) (options.Transport, error), stop func(), err error)
+	// saying where on out, and stop stops. What it makes on a broker at
+	// address is named after run, the run's ID.
+	Connect func(address, run string, out io.Writer) (newTransport func(logr.Logger) (options.Transport, error), stop func(), err error)
 }
 
 // Main runs the quickstart with the command line's flags and exits: 0 when
@@ -75,16 +77,27 @@ func Run(ctx context.Context, args []string, out io.Writer, more ...Broker) erro
 	fs.IntVar(&cfg.works, "works", 500, "how many ManifestWorks to send")
 	fs.StringVar(&cfg.transport, "transport", "mqtt", strings.Join(transports(more), ", "))
 	fs.StringVar(&cfg.broker, "broker", "", "broker address, host:port (Kafka: comma-separated) (default: start an embedded one)")
+	fs.StringVar(&cfg.id, "id", "", "this run's ID, in its hub's and clusters' names (quickstart-hub-ID, cluster-ID-1, ...) and in what it makes on a NATS or Pub/Sub broker (default: random)")
 	fs.DurationVar(&cfg.timeout, "timeout", time.Minute, "give up after this long")
 	fs.StringVar(&cfg.metricsAddr, "metrics-addr", "", "serve Prometheus metrics at http://<this address>/metrics, and keep serving after the run until interrupted")
 	if err := cmdutil.Parse(fs, args); err != nil {
 		return err
 	}
+	if cfg.id != "" && !runIDPattern.MatchString(cfg.id) {
+		err := fmt.Errorf("-id %q: want 1 to 20 lower-case letters, digits and '-', not starting or ending with '-'", cfg.id)
+		fmt.Fprintln(fs.Output(), err)
+		return cmdutil.UsageError{Err: err}
+	}
 	return run(ctx, cfg, out)
 }
 
+// runIDPattern keeps a run's ID within every name it goes in: Kubernetes
+// names, NATS subjects and streams, a Pub/Sub project ID.
+var runIDPattern = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]{0,18}[a-z0-9])?$`)
+
 type config struct {
 	clusters, works int
+	id              string
 	transport       string
 	broker          string
 	timeout         time.Duration
@@ -97,6 +110,9 @@ var bundles = types.EventType{DataType: codec.ManifestBundlesDataType, SubResour
 func run(ctx context.Context, cfg config, out io.Writer) error {
 	if cfg.clusters < 1 || cfg.works < 1 {
 		return errors.New("-clusters and -works must be at least 1")
+	}
+	if cfg.id == "" {
+		cfg.id = uuid.NewString()[:8]
 	}
 	interrupted := ctx
 	ctx, cancel := context.WithTimeout(ctx, cfg.timeout)
@@ -126,7 +142,7 @@ func run(ctx context.Context, cfg config, out io.Writer) error {
 	}
 	defer stop()
 	// IDs of this run's own, so that runs sharing a broker do not mix.
-	suffix := uuid.NewString()[:8]
+	suffix := cfg.id
 	hubID := "quickstart-hub-" + suffix
 	clusterName := func(i int) string { return fmt.Sprintf("cluster-%s-%d", suffix, i%cfg.clusters+1) }
 
@@ -346,7 +362,7 @@ func connect(cfg config, out io.Writer) (newTransport func(logr.Logger) (options
 	}
 	for _, b := range cfg.brokers {
 		if b.Name == cfg.transport {
-			newTransport, stop, err := b.Connect(cfg.broker, out)
+			newTransport, stop, err := b.Connect(cfg.broker, cfg.id, out)
 			if err != nil {
 				return nil, nil, err
 			}

@@ -260,3 +260,21 @@ func TestQuickstartServesMetrics(t *testing.T) {
 		t.Errorf("after the interrupt: %v", err)
 	}
 }
+
+// -id names the run's hub and clusters, so that tail can follow them, and
+// is refused where it would not fit in the names it goes in.
+func TestTheRunsIDNamesItsHubAndClusters(t *testing.T) {
+	var out bytes.Buffer
+	if err := Run(context.Background(), []string{"-id", "demo-1", "-clusters", "2", "-works", "4"}, &out); err != nil {
+		t.Fatalf("%v\n%s", err, out.String())
+	}
+	if want := "hub quickstart-hub-demo-1 and 2 agents (cluster-demo-1-1 to cluster-demo-1-2)"; !strings.Contains(out.String(), want) {
+		t.Errorf("output lacks %q:\n%s", want, out.String())
+	}
+	for _, bad := range []string{"Demo", "-demo", "demo-", "demo_1", "demo.1", strings.Repeat("a", 21)} {
+		var usage cmdutil.UsageError
+		if err := Run(context.Background(), []string{"-id", bad}, &out); !errors.As(err, &usage) || !strings.Contains(err.Error(), "-id") {
+			t.Errorf("-id %q: %v, want a usage error", bad, err)
+		}
+	}
+}

@@ -26,6 +26,7 @@ import (
 	"github.com/workwire/sdk-go/options/kafka"
 	"github.com/workwire/sdk-go/options/mqtt"
 	"github.com/workwire/sdk-go/options/nats"
+	"github.com/workwire/sdk-go/options/pubsub"
 )
 
 const long = `
@@ -45,6 +46,13 @@ and takes nothing from the sources and agents the broker serves:
          server deletes a minute after tail stops, never the durable
          consumers of sources and agents; resync requests are plain NATS,
          copied to every subscriber.
+  pubsub reads through subscriptions of its own, one per topic, which it
+         creates when it starts (it needs the Pub/Sub Editor role:
+         subscriptions.create and .delete, topics.attachSubscription) and
+         deletes when it stops;
+         Pub/Sub deletes those of a tail that was killed once they have been
+         unread for a day. The subscriptions of sources and agents keep
+         their messages.
   grpc   subscribes to the workwire broker as the source -source names (its
          statuses and spec resync requests) and as the agent of the cluster
          -cluster names (its specs and status resync requests); the broker
@@ -52,10 +60,6 @@ and takes nothing from the sources and agents the broker serves:
          slow tail's queue as for any source's, and a broker with Services
          counts tail among the cluster's subscribers: keep tail for looking,
          not for running beside a fleet for days.
-
-Pub/Sub is not supported: a subscription's messages go to one of its
-subscribers, so tail would need subscriptions of its own, which only an
-administrator creates.
 
 Filters narrow what is printed: -cluster, -source (the source the event
 comes from or is for), -data-type (in full, or its resource: manifestbundles),
@@ -66,7 +70,7 @@ action alone), -resource (the resource ID).`
 func Command() *cli.Command {
 	return &cli.Command{
 		Name:  "tail",
-		Usage: "-transport mqtt|kafka|grpc|nats -config FILE [filters] [-n N] [-o text|json]",
+		Usage: "-transport mqtt|kafka|nats|pubsub|grpc -config FILE [filters] [-n N] [-o text|json]",
 		Short: "print the events on a broker as they pass, decoded",
 		Long:  long,
 		Flags: cli.FlagsOnly(func() *flags { return &flags{} }),
@@ -83,7 +87,7 @@ type flags struct {
 
 // Register implements cli.Runner.
 func (f *flags) Register(fs *flag.FlagSet) {
-	fs.StringVar(&f.transport, "transport", "", "the broker's kind: mqtt, kafka, grpc or nats (required)")
+	fs.StringVar(&f.transport, "transport", "", "the broker's kind: mqtt, kafka, nats, pubsub or grpc (required)")
 	fs.StringVar(&f.config, "config", "", "a client's config file of that broker, YAML or JSON (required)")
 	fs.StringVar(&f.cluster, "cluster", "", "only events of this cluster")
 	fs.StringVar(&f.source, "source", "", "only events from or for this source")
@@ -190,9 +194,17 @@ func (f *flags) open(log logr.Logger) (options.Transport, []options.Subscription
 		tr, err := grpc.New(cfg, grpc.WithLogger(log))
 		return tr, subs, err
 	case "pubsub":
-		return nil, nil, cli.Usagef("-transport pubsub: not supported: a Pub/Sub subscription's messages go to one of its subscribers, so tail would take them from the client it shares a subscription with")
+		cfg, err := pubsub.LoadConfig(f.config)
+		if err != nil {
+			return nil, nil, cli.UsageError{Err: err}
+		}
+		// Subscriptions that name no source and no cluster read through
+		// subscriptions of the transport's own, never those the file names.
+		cfg.Subscriptions, cfg.Provision = pubsub.Subscriptions{}, false
+		tr, err := pubsub.New(cfg, pubsub.WithLogger(log))
+		return tr, every(), err
 	}
-	return nil, nil, cli.Usagef("-transport %q: want mqtt, kafka, grpc or nats", f.transport)
+	return nil, nil, cli.Usagef("-transport %q: want mqtt, kafka, nats, pubsub or grpc", f.transport)
 }
 
 func random() string {
