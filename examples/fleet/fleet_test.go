@@ -1,0 +1,111 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// fleetBinary builds the harness for the test.
+func fleetBinary(t *testing.T) string {
+	t.Helper()
+	if mosquittoBinary() == "" {
+		t.Skip("no mosquitto installed")
+	}
+	bin := filepath.Join(t.TempDir(), "fleet")
+	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("build: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// A small fleet converges in every phase, and its processes end with it.
+func TestASmallFleetConverges(t *testing.T) {
+	bin := fleetBinary(t)
+	dir := t.TempDir()
+	cmd := exec.Command(bin, "-clusters", "12", "-works-per-cluster", "5", "-agents-per-host", "4", "-json", "-dir", dir)
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	var r Result
+	if err := json.Unmarshal(out, &r); err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	if r.Lost != 0 || len(r.Phases) != 4 {
+		t.Errorf("lost %d, phases %+v", r.Lost, r.Phases)
+	}
+	kinds := map[string]ProcessUsage{}
+	for _, p := range r.Processes {
+		kinds[p.Kind] = p
+	}
+	// 3 hosts of 4 agents, and the one the agent-restart phase killed.
+	if kinds["agents"].Processes != 4 || kinds["hub"].PeakRSS == 0 || kinds["broker"].CPUSeconds < 0 {
+		t.Errorf("processes: %+v", r.Processes)
+	}
+	if left := running(t, dir); len(left) > 0 {
+		t.Errorf("still running after the run: %v", left)
+	}
+}
+
+// A harness that is killed takes its processes with it.
+func TestAKilledHarnessLeavesNoProcess(t *testing.T) {
+	bin := fleetBinary(t)
+	dir := t.TempDir()
+	cmd := exec.Command(bin, "-clusters", "6", "-works-per-cluster", "2", "-agents-per-host", "2", "-dir", dir)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	// Once every agent host serves, every part is running.
+	deadline := time.Now().Add(2 * time.Minute)
+	for len(running(t, dir)) < 5 { // mosquitto, the hub, 3 agent hosts
+		if time.Now().After(deadline) {
+			_ = cmd.Process.Kill()
+			t.Fatalf("the fleet did not start: %v", running(t, dir))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	_ = cmd.Process.Signal(syscall.SIGKILL)
+	_ = cmd.Wait()
+	deadline = time.Now().Add(time.Minute)
+	for {
+		left := running(t, dir)
+		if len(left) == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("still running a minute after the harness was killed: %v", left)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// running lists the processes whose command line names dir: the parts of
+// the run that keeps its files there.
+func running(t *testing.T, dir string) []string {
+	t.Helper()
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, e := range entries {
+		cmdline, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		if err != nil {
+			continue
+		}
+		args := strings.Split(strings.TrimRight(string(cmdline), "\x00"), "\x00")
+		if len(args) > 1 && strings.Contains(strings.Join(args[1:], " "), dir) {
+			if stat, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat")); err == nil && strings.Contains(string(stat), ") Z ") {
+				continue // a zombie: ended, not yet reaped
+			}
+			out = append(out, e.Name()+": "+strings.Join(args, " "))
+		}
+	}
+	return out
+}

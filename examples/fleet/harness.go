@@ -1,0 +1,492 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"os/user"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"text/tabwriter"
+	"time"
+
+	"github.com/workwire/sdk-go/examples/fleet/internal/control"
+	"github.com/workwire/sdk-go/examples/fleet/internal/proc"
+)
+
+// Result is a run's outcome, as -json prints it.
+type Result struct {
+	Transport       string `json:"transport"`
+	Clusters        int    `json:"clusters"`
+	WorksPerCluster int    `json:"worksPerCluster"`
+	// Lost counts the works that did not converge in the phase that
+	// failed; 0 when every phase converged.
+	Lost      int            `json:"lost"`
+	Phases    []PhaseResult  `json:"phases"`
+	Processes []ProcessUsage `json:"processes"`
+}
+
+// PhaseResult is one phase's figures.
+type PhaseResult struct {
+	Name        string  `json:"name"`
+	Works       int     `json:"works"` // that the phase changed
+	Seconds     float64 `json:"seconds"`
+	WorksPerSec float64 `json:"worksPerSec"`
+	// First-status latency, from the hub's histogram over the phase: an
+	// upper bound of the bucket the quantile falls in, interpolated.
+	P50, P99, Max float64
+	Resent        int64 `json:"resent"` // specs the hub sent again
+}
+
+// ProcessUsage is what a kind of process cost at its peak.
+type ProcessUsage struct {
+	Kind       string  `json:"kind"` // broker, hub, agents
+	Processes  int     `json:"processes"`
+	Agents     int     `json:"agents,omitempty"`
+	PeakRSS    int64   `json:"peakRSSBytes"` // the largest of them
+	CPUSeconds float64 `json:"cpuSeconds"`   // all of them
+	// PerAgentRSS is an agent host's peak RSS per agent it holds.
+	PerAgentRSS int64 `json:"perAgentRSSBytes,omitempty"`
+}
+
+type harness struct {
+	c         common
+	perHost   int
+	timeout   time.Duration
+	dir, self string
+
+	broker *proc.Process
+	hub    *part
+	hosts  []*part
+	killed []*proc.Process // agent hosts killed and replaced, for their usage
+}
+
+// part is a process the harness drives.
+type part struct {
+	*proc.Process
+	ctl  *control.Client
+	args []string
+}
+
+func runHarness(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("fleet", flag.ContinueOnError)
+	h := &harness{}
+	h.c.register(fs)
+	fs.IntVar(&h.perHost, "agents-per-host", 100, "agents per agent-host process")
+	short := fs.Bool("short", false, "CI's size: 200 clusters × 20 works (overrides -clusters and -works-per-cluster)")
+	asJSON := fs.Bool("json", false, "print the result as one JSON object instead of tables")
+	fs.DurationVar(&h.timeout, "timeout", 10*time.Minute, "give up a phase after this long")
+	fs.StringVar(&h.dir, "dir", "", "where to keep the processes' logs (default: a temporary directory, removed after a run that converged)")
+	if err := fs.Parse(args); err != nil {
+		if err == flag.ErrHelp {
+			return err
+		}
+		return usageError{err}
+	}
+	if *short {
+		h.c.clusters, h.c.worksPerCluster = 200, 20
+	}
+	if h.c.clusters < 1 || h.c.worksPerCluster < 1 || h.perHost < 1 {
+		err := fmt.Errorf("-clusters, -works-per-cluster and -agents-per-host must be at least 1")
+		fmt.Fprintln(fs.Output(), err)
+		return usageError{err}
+	}
+	if _, err := h.c.transportConfig(); err != nil {
+		fmt.Fprintln(fs.Output(), err)
+		return usageError{err}
+	}
+	self, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	h.self = self
+	keep := h.dir != ""
+	if !keep {
+		if h.dir, err = os.MkdirTemp("", "fleet-"); err != nil {
+			return err
+		}
+	} else if err := os.MkdirAll(h.dir, 0o755); err != nil {
+		return err
+	}
+	if err := raiseFileLimit(); err != nil {
+		return err
+	}
+	res, err := h.run(ctx)
+	h.stop()
+	res.Processes = h.usage()
+	if *asJSON {
+		b, _ := json.Marshal(res)
+		fmt.Println(string(b))
+	} else {
+		printTables(os.Stdout, res)
+	}
+	if err != nil {
+		return fmt.Errorf("%w (the processes' logs are in %s)", err, h.dir)
+	}
+	if !keep {
+		_ = os.RemoveAll(h.dir)
+	}
+	return nil
+}
+
+// raiseFileLimit raises the limit of open files to its most, which the
+// processes the harness starts inherit: a host of many agents, and the
+// broker, hold a connection for each.
+func raiseFileLimit() error {
+	var l syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &l); err != nil {
+		return err
+	}
+	l.Cur = l.Max
+	return syscall.Setrlimit(syscall.RLIMIT_NOFILE, &l)
+}
+
+func (h *harness) run(ctx context.Context) (*Result, error) {
+	res := &Result{Transport: h.c.transport, Clusters: h.c.clusters, WorksPerCluster: h.c.worksPerCluster}
+	if err := h.startBroker(ctx); err != nil {
+		return res, err
+	}
+	var err error
+	if h.hub, err = h.startPart(ctx, "hub", "hub"); err != nil {
+		return res, err
+	}
+	for from := 0; from < h.c.clusters; from += h.perHost {
+		to := min(from+h.perHost, h.c.clusters)
+		p, err := h.startPart(ctx, fmt.Sprintf("agents-%d", len(h.hosts)), "agents", "-from", fmt.Sprint(from), "-to", fmt.Sprint(to))
+		if err != nil {
+			return res, err
+		}
+		h.hosts = append(h.hosts, p)
+	}
+	total := h.c.clusters * h.c.worksPerCluster
+	remaining := total - (total+9)/10
+	phases := []struct {
+		name    string
+		works   int
+		do      func(context.Context) error
+		held    int // works the hub holds once converged
+		applied int // of them, Applied at their generation
+	}{
+		{"deliver", total, func(ctx context.Context) error { return h.hub.ctl.Call(ctx, "/create", none{}, nil) }, total, total},
+		{"update", total, func(ctx context.Context) error { return h.hub.ctl.Call(ctx, "/update", none{}, nil) }, total, total},
+		{"delete", total - remaining, func(ctx context.Context) error {
+			return h.hub.ctl.Call(ctx, "/delete", deleteRequest{Every: 10}, nil)
+		}, remaining, remaining},
+		{"agent-restart", remaining, h.restartAgentHosts, remaining, remaining},
+	}
+	for _, ph := range phases {
+		r, lost, err := h.phase(ctx, ph.name, ph.works, ph.do, ph.held, ph.applied)
+		res.Phases = append(res.Phases, r)
+		if err != nil {
+			res.Lost = lost
+			return res, fmt.Errorf("%s: %w", ph.name, err)
+		}
+	}
+	return res, nil
+}
+
+// phase runs do and waits until the hub holds held works, applied of them
+// Applied at their generation, and the agents hold held works too.
+func (h *harness) phase(ctx context.Context, name string, works int, do func(context.Context) error, held, applied int) (PhaseResult, int, error) {
+	r := PhaseResult{Name: name, Works: works}
+	var before hubState
+	if err := h.hub.ctl.Call(ctx, "/state", none{}, &before); err != nil {
+		return r, works, err
+	}
+	began := time.Now()
+	ctx, cancel := context.WithTimeout(ctx, h.timeout)
+	defer cancel()
+	if err := do(ctx); err != nil {
+		return r, works, err
+	}
+	var s hubState
+	agentsHeld := 0
+	said := began
+	for {
+		if err := h.hub.ctl.Call(ctx, "/state", none{}, &s); err != nil {
+			return r, works, err
+		}
+		if s.Held == held && s.Applied == applied {
+			var err error
+			if agentsHeld, err = h.agentsHeld(ctx); err != nil {
+				return r, works, err
+			}
+			if agentsHeld == held {
+				break
+			}
+		}
+		h.sample()
+		if time.Since(said) >= 5*time.Second {
+			fmt.Fprintf(os.Stderr, "%-14s %v: the hub holds %d works, %d Applied\n", name, time.Since(began).Round(time.Second), s.Held, s.Applied)
+			said = time.Now()
+		}
+		select {
+		case <-ctx.Done():
+			return r, max(applied-s.Applied, 0) + abs(held-s.Held), fmt.Errorf("did not converge in %v: the hub holds %d works (want %d), %d Applied (want %d); the agents hold %d",
+				h.timeout, s.Held, held, s.Applied, applied, agentsHeld)
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	d := time.Since(began)
+	fmt.Fprintf(os.Stderr, "%-14s converged in %v\n", name, d.Round(time.Millisecond))
+	h.sample()
+	r.Seconds, r.WorksPerSec = d.Seconds(), float64(works)/d.Seconds()
+	lat := delta(s.Latency, before.Latency)
+	r.P50, r.P99, r.Max = quantile(lat, 0.5), quantile(lat, 0.99), quantile(lat, 1)
+	r.Resent = s.Resent - before.Resent
+	return r, 0, nil
+}
+
+func abs(n int) int { return max(n, -n) }
+
+func (h *harness) agentsHeld(ctx context.Context) (int, error) {
+	n := 0
+	for _, p := range h.hosts {
+		var s agentsState
+		if err := p.ctl.Call(ctx, "/state", none{}, &s); err != nil {
+			return 0, fmt.Errorf("%s: %w", p.Name, err)
+		}
+		n += s.Held
+	}
+	return n, nil
+}
+
+// restartAgentHosts kills a tenth of the agent hosts (at least one) and
+// starts them again, with nothing: their agents get their works back from
+// the hub's answer to their resync.
+func (h *harness) restartAgentHosts(ctx context.Context) error {
+	n := max(len(h.hosts)/10, 1)
+	for i := range n {
+		old := h.hosts[i]
+		old.Kill()
+		h.killed = append(h.killed, old.Process)
+		_ = os.Remove(filepath.Join(h.dir, old.Name+".addr"))
+		p, err := h.startPart(ctx, old.Name, old.args...)
+		if err != nil {
+			return err
+		}
+		h.hosts[i] = p
+	}
+	return nil
+}
+
+// startPart starts this program as a part of the fleet (args[0], its role)
+// and waits until it serves its control port.
+func (h *harness) startPart(ctx context.Context, name string, args ...string) (*part, error) {
+	addrFile := filepath.Join(h.dir, name+".addr")
+	full := append(append([]string{args[0]}, h.c.args()...), "-control", addrFile)
+	full = append(full, args[1:]...)
+	p, err := proc.Start(h.dir, name, h.self, full...)
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, h.timeout)
+	defer cancel()
+	ctl, err := control.Await(ctx, addrFile, p.Exited)
+	if err != nil {
+		p.Kill()
+		return nil, fmt.Errorf("%s: %w", name, err)
+	}
+	return &part{Process: p, ctl: ctl, args: args}, nil
+}
+
+// startBroker starts a Mosquitto of the run's own, or uses -broker's.
+func (h *harness) startBroker(ctx context.Context) error {
+	if h.c.broker != "" {
+		return nil
+	}
+	bin := mosquittoBinary()
+	if bin == "" {
+		return fmt.Errorf("no mosquitto installed (apt-get install mosquitto), and no -broker given")
+	}
+	port, err := freePort()
+	if err != nil {
+		return err
+	}
+	me, err := user.Current()
+	if err != nil {
+		return err
+	}
+	conf := filepath.Join(h.dir, "mosquitto.conf")
+	if err := os.WriteFile(conf, []byte(strings.Join([]string{
+		fmt.Sprintf("listener %d 127.0.0.1", port),
+		// Run as root, Mosquitto would become the user mosquitto, and a
+		// process that changes its user loses its parent-death signal:
+		// it would outlive a harness that was killed.
+		"user " + me.Username,
+		"allow_anonymous true",
+		"persistence false",
+		"max_connections -1",
+		"max_queued_messages 100000",
+		"log_dest stderr",
+		"log_type error",
+		"log_type warning",
+	}, "\n")+"\n"), 0o644); err != nil {
+		return err
+	}
+	if h.broker, err = proc.Start(h.dir, "mosquitto", bin, "-c", conf); err != nil {
+		return err
+	}
+	h.c.broker = fmt.Sprintf("127.0.0.1:%d", port)
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		c, err := net.Dial("tcp", h.c.broker)
+		if err == nil {
+			c.Close()
+			return nil
+		}
+		if err := h.broker.Exited(); err != nil {
+			return err
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			return fmt.Errorf("mosquitto did not listen on %s: %v", h.c.broker, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func mosquittoBinary() string {
+	for _, p := range []string{"mosquitto", "/usr/sbin/mosquitto", "/usr/local/sbin/mosquitto"} {
+		if full, err := exec.LookPath(p); err == nil {
+			return full
+		}
+	}
+	return ""
+}
+
+// freePort is a port the OS says is free now, for a program that cannot
+// be told to take one itself and say which.
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+func (h *harness) all() []*proc.Process {
+	var out []*proc.Process
+	if h.broker != nil {
+		out = append(out, h.broker)
+	}
+	if h.hub != nil {
+		out = append(out, h.hub.Process)
+	}
+	for _, p := range h.hosts {
+		out = append(out, p.Process)
+	}
+	return out
+}
+
+func (h *harness) sample() {
+	for _, p := range h.all() {
+		p.Sample()
+	}
+}
+
+// stop stops every part: agents first, then the hub, then the broker.
+func (h *harness) stop() {
+	for _, p := range slices.Backward(h.all()) {
+		p.Stop(30 * time.Second)
+	}
+}
+
+func (h *harness) usage() []ProcessUsage {
+	var out []ProcessUsage
+	add := func(kind string, agents int, ps ...*proc.Process) {
+		if len(ps) == 0 {
+			return
+		}
+		u := ProcessUsage{Kind: kind, Processes: len(ps), Agents: agents}
+		for _, p := range ps {
+			pu := p.Usage()
+			u.PeakRSS = max(u.PeakRSS, pu.PeakRSS)
+			u.CPUSeconds += pu.CPUSeconds
+		}
+		if agents > 0 {
+			u.PerAgentRSS = u.PeakRSS / int64(min(h.perHost, h.c.clusters))
+		}
+		out = append(out, u)
+	}
+	if h.broker != nil {
+		add("broker", 0, h.broker)
+	}
+	if h.hub != nil {
+		add("hub", 0, h.hub.Process)
+	}
+	var hosts []*proc.Process
+	for _, p := range h.hosts {
+		hosts = append(hosts, p.Process)
+	}
+	add("agents", h.c.clusters, append(hosts, h.killed...)...)
+	return out
+}
+
+func printTables(w io.Writer, r *Result) {
+	fmt.Fprintf(w, "fleet over %s: %d clusters × %d works (%d), one hub, agents in processes of their own\n\n",
+		r.Transport, r.Clusters, r.WorksPerCluster, r.Clusters*r.WorksPerCluster)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "phase\tworks\tseconds\tworks/s\tp50 s\tp99 s\tmax s\tre-sent\t")
+	for _, p := range r.Phases {
+		fmt.Fprintf(tw, "%s\t%d\t%.2f\t%.0f\t%.3f\t%.3f\t%.3f\t%d\t\n", p.Name, p.Works, p.Seconds, p.WorksPerSec, p.P50, p.P99, p.Max, p.Resent)
+	}
+	_ = tw.Flush()
+	fmt.Fprintln(w)
+	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "process\tcount\tpeak RSS MiB\tCPU s\tRSS per agent KiB\t")
+	for _, p := range r.Processes {
+		per := ""
+		if p.PerAgentRSS > 0 {
+			per = fmt.Sprint(p.PerAgentRSS >> 10)
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%.1f\t%.1f\t%s\t\n", p.Kind, p.Processes, float64(p.PeakRSS)/(1<<20), p.CPUSeconds, per)
+	}
+	_ = tw.Flush()
+	if r.Lost > 0 {
+		fmt.Fprintf(w, "\nlost: %d works did not converge\n", r.Lost)
+	}
+}
+
+// delta is the histogram now less the histogram before.
+func delta(now, before []bucket) []bucket {
+	out := slices.Clone(now)
+	for i := range out {
+		if i < len(before) {
+			out[i].Count -= before[i].Count
+		}
+	}
+	return out
+}
+
+// quantile estimates the q-quantile of a cumulative histogram, linearly
+// within the bucket it falls in; the last finite bound where it falls
+// beyond them all.
+func quantile(h []bucket, q float64) float64 {
+	if len(h) == 0 {
+		return 0
+	}
+	total := h[len(h)-1].Count
+	if total == 0 {
+		return 0
+	}
+	rank := q * float64(total)
+	lower, below := 0.0, uint64(0)
+	for _, b := range h {
+		if float64(b.Count) >= rank && b.Count > below {
+			if b.UpperBound > 1e300 { // +Inf
+				return lower
+			}
+			return lower + (b.UpperBound-lower)*(rank-float64(below))/float64(b.Count-below)
+		}
+		lower, below = b.UpperBound, b.Count
+	}
+	return lower
+}

@@ -1,0 +1,228 @@
+package main
+
+import (
+	"cmp"
+	"context"
+	"flag"
+	"fmt"
+	"net/http"
+	"regexp"
+	"slices"
+	"strconv"
+	"sync"
+
+	"github.com/go-logr/logr"
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+	"golang.org/x/sync/errgroup"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	workv1 "open-cluster-management.io/api/work/v1"
+
+	"github.com/workwire/sdk-go/examples/fleet/internal/control"
+	"github.com/workwire/sdk-go/generic"
+	"github.com/workwire/sdk-go/generic/metrics"
+	"github.com/workwire/sdk-go/internal/testsupport/benchworks"
+	"github.com/workwire/sdk-go/work"
+)
+
+// hubID is the fleet's source.
+const hubID = "fleet-hub"
+
+// hubState is what the hub reports to the harness.
+type hubState struct {
+	Held    int `json:"held"`    // works the hub holds, deleted or not
+	Applied int `json:"applied"` // of them, Applied at their generation by their agents
+	// Latency is the library's first-status latency histogram as it is
+	// now: cumulative counts per upper bound in seconds.
+	Latency []bucket `json:"latency"`
+	Resent  int64    `json:"resent"` // specs sent again, unacknowledged, so far
+}
+
+type bucket struct {
+	UpperBound float64 `json:"le"`
+	Count      uint64  `json:"count"`
+}
+
+// runHub is `fleet hub`: one work holder over the broker, which creates,
+// updates and deletes the works the harness asks for, and counts what
+// its agents report.
+func runHub(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("hub", flag.ContinueOnError)
+	var c common
+	c.register(fs)
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	reg := prometheus.NewRegistry()
+	obs, err := metrics.NewObserver(reg)
+	if err != nil {
+		return err
+	}
+	cfg, err := c.transportConfig()
+	if err != nil {
+		return err
+	}
+	h, err := work.NewClientHolderBuilder(cfg).WithSourceID(hubID).WithLogger(logr.Discard()).
+		WithSourceOptions(generic.WithObserver(obs)).NewClientHolder()
+	if err != nil {
+		return err
+	}
+	if err := h.Start(ctx); err != nil {
+		return err
+	}
+	defer h.Close(context.Background())
+	obs.Track(generic.SideSource, h.Stats)
+
+	hub := &hub{holder: h, reg: reg, c: c}
+	mux := http.NewServeMux()
+	mux.Handle("/create", control.Handle(hub.create))
+	mux.Handle("/update", control.Handle(hub.update))
+	mux.Handle("/delete", control.Handle(hub.remove))
+	mux.Handle("/state", control.Handle(hub.state))
+	stop, err := control.Serve(c.control, mux)
+	if err != nil {
+		return err
+	}
+	defer stop()
+	<-ctx.Done()
+	return nil
+}
+
+type hub struct {
+	holder *work.ClientHolder
+	reg    *prometheus.Registry
+	c      common
+
+	mu    sync.Mutex
+	round int // updates so far
+}
+
+type none struct{}
+
+// create creates every work of the fleet.
+func (h *hub) create(ctx context.Context, _ none) (none, error) {
+	works := benchworks.Works(h.c.clusters*h.c.worksPerCluster, h.c.clusters, h.c.manifestBytes)
+	return none{}, h.each(ctx, works, func(ctx context.Context, w *workv1.ManifestWork) error {
+		_, err := h.holder.WorkInterface().WorkV1().ManifestWorks(w.Namespace).Create(ctx, w, metav1.CreateOptions{})
+		return err
+	})
+}
+
+var replicas = regexp.MustCompile(`"replicas":\d+`)
+
+// update changes every work's Deployment (its replicas), a new generation.
+func (h *hub) update(ctx context.Context, _ none) (none, error) {
+	h.mu.Lock()
+	h.round++
+	n := strconv.Itoa(2 + h.round)
+	h.mu.Unlock()
+	return none{}, h.each(ctx, h.list(), func(ctx context.Context, w *workv1.ManifestWork) error {
+		w = w.DeepCopy()
+		for i := range w.Spec.Workload.Manifests {
+			m := &w.Spec.Workload.Manifests[i]
+			m.Raw = replicas.ReplaceAll(m.Raw, []byte(`"replicas":`+n))
+		}
+		_, err := h.holder.WorkInterface().WorkV1().ManifestWorks(w.Namespace).Update(ctx, w, metav1.UpdateOptions{})
+		return err
+	})
+}
+
+type deleteRequest struct {
+	Every int `json:"every"` // delete one work in every this many
+}
+
+// remove deletes one work in every r.Every.
+func (h *hub) remove(ctx context.Context, r deleteRequest) (none, error) {
+	if r.Every < 1 {
+		return none{}, fmt.Errorf("every %d: want at least 1", r.Every)
+	}
+	var doomed []*workv1.ManifestWork
+	for i, w := range h.list() {
+		if i%r.Every == 0 {
+			doomed = append(doomed, w)
+		}
+	}
+	return none{}, h.each(ctx, doomed, func(ctx context.Context, w *workv1.ManifestWork) error {
+		return h.holder.WorkInterface().WorkV1().ManifestWorks(w.Namespace).Delete(ctx, w.Name, metav1.DeleteOptions{})
+	})
+}
+
+// each calls f for each work, a few at once, as controllers' workers do.
+func (h *hub) each(ctx context.Context, works []*workv1.ManifestWork, f func(context.Context, *workv1.ManifestWork) error) error {
+	g, ctx := errgroup.WithContext(ctx)
+	g.SetLimit(8)
+	for _, w := range works {
+		g.Go(func() error {
+			if err := f(ctx, w); err != nil {
+				return fmt.Errorf("%s/%s: %w", w.Namespace, w.Name, err)
+			}
+			return nil
+		})
+	}
+	return g.Wait()
+}
+
+// list is every work the hub holds that is not being deleted, in a fixed
+// order.
+func (h *hub) list() []*workv1.ManifestWork {
+	all, _ := h.holder.ManifestWorkInformer().Lister().List(labels.Everything())
+	out := all[:0]
+	for _, w := range all {
+		if w.DeletionTimestamp == nil {
+			out = append(out, w)
+		}
+	}
+	sortWorks(out)
+	return out
+}
+
+func (h *hub) state(context.Context, none) (hubState, error) {
+	all, err := h.holder.ManifestWorkInformer().Lister().List(labels.Everything())
+	if err != nil {
+		return hubState{}, err
+	}
+	s := hubState{Held: len(all)}
+	for _, w := range all {
+		if c := meta.FindStatusCondition(w.Status.Conditions, workv1.WorkApplied); c != nil && c.Status == metav1.ConditionTrue && c.ObservedGeneration == w.Generation {
+			s.Applied++
+		}
+	}
+	families, err := h.reg.Gather()
+	if err != nil {
+		return hubState{}, err
+	}
+	for _, f := range families {
+		switch f.GetName() {
+		case "workwire_first_status_latency_seconds":
+			s.Latency = histogram(f)
+		case "workwire_specs_resent_total":
+			for _, m := range f.GetMetric() {
+				s.Resent += int64(m.GetCounter().GetValue())
+			}
+		}
+	}
+	return s, nil
+}
+
+// histogram sums a histogram family's series.
+func histogram(f *dto.MetricFamily) []bucket {
+	var out []bucket
+	for _, m := range f.GetMetric() {
+		for i, b := range m.GetHistogram().GetBucket() {
+			if i == len(out) {
+				out = append(out, bucket{UpperBound: b.GetUpperBound()})
+			}
+			out[i].Count += b.GetCumulativeCount()
+		}
+	}
+	return out
+}
+
+// sortWorks orders works by namespace and name.
+func sortWorks(works []*workv1.ManifestWork) {
+	slices.SortFunc(works, func(a, b *workv1.ManifestWork) int {
+		return cmp.Or(cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Name, b.Name))
+	})
+}

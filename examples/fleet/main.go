@@ -1,0 +1,97 @@
+// Command fleet runs a fleet as deployments run one: a broker, one hub and
+// many agents, each part a process of its own on this machine, every agent
+// with its own connection and cluster, and drives it through the phases of
+// a fleet's life, measuring each part:
+//
+//	go -C examples/fleet run . -clusters 1000 -works-per-cluster 100
+//	go -C examples/fleet run . -short      # CI's size
+//
+// Phases, in order:
+//
+//	deliver        the hub creates every work → every one Applied at the hub
+//	update         the hub changes every work → every one Applied at its new generation
+//	delete         the hub deletes one in ten → each confirmed by its agent
+//	agent-restart  a tenth of the agent hosts are killed and started again,
+//	               empty → every agent holds its works again, all Applied
+//
+// For each it reports the time to converge, works/s, first-status latency
+// (p50, p99, max, from the library's own histogram) and the specs sent
+// again; for each process, its peak resident set and CPU seconds. A table,
+// and with -json one JSON object (lost: the works that did not converge).
+//
+// The harness runs its parts as `fleet hub` and `fleet agents`, the same
+// program; they are not for running by hand. It runs on Linux, which tells
+// it each process's peak RSS and CPU time.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/workwire/sdk-go/options"
+	"github.com/workwire/sdk-go/options/mqtt"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	run := runHarness
+	args := os.Args[1:]
+	if len(args) > 0 {
+		switch args[0] {
+		case "hub":
+			run, args = runHub, args[1:]
+		case "agents":
+			run, args = runAgents, args[1:]
+		}
+	}
+	err := run(ctx, args)
+	stop()
+	switch {
+	case err == nil || errors.Is(err, flag.ErrHelp):
+	case errors.As(err, new(usageError)):
+		os.Exit(2)
+	default:
+		fmt.Fprintln(os.Stderr, "fleet:", err)
+		os.Exit(1)
+	}
+}
+
+// usageError is a command line the harness cannot run with, already said.
+type usageError struct{ error }
+
+// common is what the harness tells every part.
+type common struct {
+	transport, broker, control string
+	clusters, worksPerCluster  int
+	manifestBytes              int
+}
+
+func (c *common) register(fs *flag.FlagSet) {
+	fs.StringVar(&c.transport, "transport", "mqtt", "the broker's kind: mqtt")
+	fs.StringVar(&c.broker, "broker", "", "the broker's address")
+	fs.StringVar(&c.control, "control", "", "the file to write the control port's address to")
+	fs.IntVar(&c.clusters, "clusters", 200, "clusters in the fleet")
+	fs.IntVar(&c.worksPerCluster, "works-per-cluster", 20, "works per cluster")
+	fs.IntVar(&c.manifestBytes, "manifest-bytes", 1000, "size of each work's Deployment manifest")
+}
+
+// args are the flags that tell a part what c says.
+func (c *common) args() []string {
+	return []string{"-transport", c.transport, "-broker", c.broker, "-clusters", fmt.Sprint(c.clusters),
+		"-works-per-cluster", fmt.Sprint(c.worksPerCluster), "-manifest-bytes", fmt.Sprint(c.manifestBytes)}
+}
+
+// transportConfig is a client's config of the broker.
+func (c *common) transportConfig() (options.TransportConfig, error) {
+	switch c.transport {
+	case "mqtt":
+		return &mqtt.Config{BrokerHost: c.broker}, nil
+	}
+	return nil, fmt.Errorf("-transport %q: want mqtt", c.transport)
+}
