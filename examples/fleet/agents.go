@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 
 	"github.com/go-logr/logr"
+	"golang.org/x/sync/errgroup"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -48,10 +49,15 @@ func runAgents(ctx context.Context, args []string) error {
 	}
 	host := &agentHost{}
 	defer host.close()
+	// Started a few at once, as a fleet's agents start independently; each
+	// Start waits for its connection and its first resync.
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(32)
 	for i := *from; i < *to; i++ {
-		if err := host.start(ctx, c, benchworks.ClusterName(i, c.clusters)); err != nil {
-			return err
-		}
+		g.Go(func() error { return host.start(gctx, ctx, c, benchworks.ClusterName(i, c.clusters)) })
+	}
+	if err := g.Wait(); err != nil {
+		return err
 	}
 	mux := http.NewServeMux()
 	mux.Handle("/state", control.Handle(host.state))
@@ -106,7 +112,9 @@ func (a *agent) next() []string {
 	return names
 }
 
-func (h *agentHost) start(ctx context.Context, c common, cluster string) error {
+// start starts the agent of cluster, waiting as long as startCtx lasts;
+// it runs until ctx ends.
+func (h *agentHost) start(startCtx, ctx context.Context, c common, cluster string) error {
 	cfg, err := c.transportConfig()
 	if err != nil {
 		return err
@@ -122,7 +130,7 @@ func (h *agentHost) start(ctx context.Context, c common, cluster string) error {
 	}); err != nil {
 		return err
 	}
-	if err := holder.Start(ctx); err != nil {
+	if err := holder.Start(startCtx); err != nil {
 		return fmt.Errorf("agent of %s: %w", cluster, err)
 	}
 	go h.report(ctx, a)

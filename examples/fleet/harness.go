@@ -66,6 +66,8 @@ type harness struct {
 	hub    *part
 	hosts  []*part
 	killed []*proc.Process // agent hosts killed and replaced, for their usage
+	// restarted counts the works the agent hosts a phase restarted held.
+	restarted int
 }
 
 // part is a process the harness drives.
@@ -182,7 +184,12 @@ func (h *harness) run(ctx context.Context) (*Result, error) {
 		{"agent-restart", remaining, h.restartAgentHosts, remaining, remaining},
 	}
 	for _, ph := range phases {
+		h.restarted = 0
 		r, lost, err := h.phase(ctx, ph.name, ph.works, ph.do, ph.held, ph.applied)
+		if h.restarted > 0 && err == nil {
+			// What the restarted agents had to get back.
+			r.Works, r.WorksPerSec = h.restarted, float64(h.restarted)/r.Seconds
+		}
 		res.Phases = append(res.Phases, r)
 		if err != nil {
 			res.Lost = lost
@@ -265,6 +272,11 @@ func (h *harness) restartAgentHosts(ctx context.Context) error {
 	n := max(len(h.hosts)/10, 1)
 	for i := range n {
 		old := h.hosts[i]
+		var s agentsState
+		if err := old.ctl.Call(ctx, "/state", none{}, &s); err != nil {
+			return fmt.Errorf("%s: %w", old.Name, err)
+		}
+		h.restarted += s.Held
 		old.Kill()
 		h.killed = append(h.killed, old.Process)
 		_ = os.Remove(filepath.Join(h.dir, old.Name+".addr"))
