@@ -28,7 +28,8 @@ func fleetBinary(t *testing.T) string {
 func TestASmallFleetConverges(t *testing.T) {
 	bin := fleetBinary(t)
 	dir := t.TempDir()
-	cmd := exec.Command(bin, "-clusters", "12", "-works-per-cluster", "5", "-agents-per-host", "4", "-json", "-dir", dir)
+	cmd := exec.Command(bin, "-clusters", "12", "-works-per-cluster", "5", "-agents-per-host", "4",
+		"-steady-rate", "40", "-steady-for", "1s", "-json", "-dir", dir)
 	out, err := cmd.Output()
 	if err != nil {
 		t.Fatalf("%v: %s", err, out)
@@ -37,7 +38,7 @@ func TestASmallFleetConverges(t *testing.T) {
 	if err := json.Unmarshal(out, &r); err != nil {
 		t.Fatalf("%v: %s", err, out)
 	}
-	if r.Lost != 0 || len(r.Phases) != 4 {
+	if r.Lost != 0 || len(r.Phases) != 5 {
 		t.Errorf("lost %d, phases %+v", r.Lost, r.Phases)
 	}
 	kinds := map[string]ProcessUsage{}

@@ -43,6 +43,9 @@ type PhaseResult struct {
 	// upper bound of the bucket the quantile falls in, interpolated.
 	P50, P99, Max float64
 	Resent        int64 `json:"resent"` // specs the hub sent again
+	// CaughtUpSeconds is, for the steady phase, how long the fleet took
+	// to converge after the load stopped.
+	CaughtUpSeconds float64 `json:"caughtUpSeconds,omitempty"`
 }
 
 // ProcessUsage is what a kind of process cost at its peak.
@@ -68,6 +71,11 @@ type harness struct {
 	killed []*proc.Process // agent hosts killed and replaced, for their usage
 	// restarted counts the works the agent hosts a phase restarted held.
 	restarted int
+	// The steady phase: changes a second, for how long, and how many the
+	// hub made.
+	steadyRate float64
+	steadyFor  time.Duration
+	changed    int
 }
 
 // part is a process the harness drives.
@@ -82,7 +90,9 @@ func runHarness(ctx context.Context, args []string) error {
 	h := &harness{}
 	h.c.register(fs)
 	fs.IntVar(&h.perHost, "agents-per-host", 100, "agents per agent-host process")
-	short := fs.Bool("short", false, "CI's size: 200 clusters × 20 works (overrides -clusters and -works-per-cluster)")
+	fs.Float64Var(&h.steadyRate, "steady-rate", 1000, "the steady phase's changes a second")
+	fs.DurationVar(&h.steadyFor, "steady-for", time.Minute, "how long the steady phase changes works")
+	short := fs.Bool("short", false, "CI's size: 200 clusters × 20 works, 200 changes a second for 10 s (overrides the flags of each)")
 	asJSON := fs.Bool("json", false, "print the result as one JSON object instead of tables")
 	fs.DurationVar(&h.timeout, "timeout", 10*time.Minute, "give up a phase after this long")
 	fs.StringVar(&h.dir, "dir", "", "where to keep the processes' logs (default: a temporary directory, removed after a run that converged)")
@@ -94,9 +104,10 @@ func runHarness(ctx context.Context, args []string) error {
 	}
 	if *short {
 		h.c.clusters, h.c.worksPerCluster = 200, 20
+		h.steadyRate, h.steadyFor = 200, 10*time.Second
 	}
-	if h.c.clusters < 1 || h.c.worksPerCluster < 1 || h.perHost < 1 {
-		err := fmt.Errorf("-clusters, -works-per-cluster and -agents-per-host must be at least 1")
+	if h.c.clusters < 1 || h.c.worksPerCluster < 1 || h.perHost < 1 || h.steadyRate <= 0 || h.steadyFor <= 0 {
+		err := fmt.Errorf("-clusters, -works-per-cluster and -agents-per-host must be at least 1, -steady-rate and -steady-for above 0")
 		fmt.Fprintln(fs.Output(), err)
 		return usageError{err}
 	}
@@ -178,6 +189,12 @@ func (h *harness) run(ctx context.Context) (*Result, error) {
 	}{
 		{"deliver", total, func(ctx context.Context) error { return h.hub.ctl.Call(ctx, "/create", none{}, nil) }, total, total},
 		{"update", total, func(ctx context.Context) error { return h.hub.ctl.Call(ctx, "/update", none{}, nil) }, total, total},
+		{"steady", 0, func(ctx context.Context) error {
+			var r steadyResult
+			err := h.hub.ctl.Call(ctx, "/steady", steadyRequest{PerSecond: h.steadyRate, Seconds: h.steadyFor.Seconds()}, &r)
+			h.changed = r.Changed
+			return err
+		}, total, total},
 		{"delete", total - remaining, func(ctx context.Context) error {
 			return h.hub.ctl.Call(ctx, "/delete", deleteRequest{Every: 10}, nil)
 		}, remaining, remaining},
@@ -186,9 +203,16 @@ func (h *harness) run(ctx context.Context) (*Result, error) {
 	for _, ph := range phases {
 		h.restarted = 0
 		r, lost, err := h.phase(ctx, ph.name, ph.works, ph.do, ph.held, ph.applied)
-		if h.restarted > 0 && err == nil {
+		switch {
+		case err != nil:
+		case h.restarted > 0:
 			// What the restarted agents had to get back.
 			r.Works, r.WorksPerSec = h.restarted, float64(h.restarted)/r.Seconds
+		case ph.name == "steady":
+			// The rate the hub kept, and how long after the load the
+			// fleet caught up.
+			r.Works, r.WorksPerSec = h.changed, float64(h.changed)/h.steadyFor.Seconds()
+			r.CaughtUpSeconds = r.Seconds - h.steadyFor.Seconds()
 		}
 		res.Phases = append(res.Phases, r)
 		if err != nil {
@@ -446,9 +470,13 @@ func printTables(w io.Writer, r *Result) {
 	fmt.Fprintf(w, "fleet over %s: %d clusters × %d works (%d), one hub, agents in processes of their own\n\n",
 		r.Transport, r.Clusters, r.WorksPerCluster, r.Clusters*r.WorksPerCluster)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "phase\tworks\tseconds\tworks/s\tp50 s\tp99 s\tmax s\tre-sent\t")
+	fmt.Fprintln(tw, "phase\tworks\tseconds\tworks/s\tp50 s\tp99 s\tmax s\tre-sent\tcaught up s\t")
 	for _, p := range r.Phases {
-		fmt.Fprintf(tw, "%s\t%d\t%.2f\t%.0f\t%.3f\t%.3f\t%.3f\t%d\t\n", p.Name, p.Works, p.Seconds, p.WorksPerSec, p.P50, p.P99, p.Max, p.Resent)
+		caught := ""
+		if p.Name == "steady" {
+			caught = fmt.Sprintf("%.2f", p.CaughtUpSeconds)
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%.2f\t%.0f\t%.3f\t%.3f\t%.3f\t%d\t%s\t\n", p.Name, p.Works, p.Seconds, p.WorksPerSec, p.P50, p.P99, p.Max, p.Resent, caught)
 	}
 	_ = tw.Flush()
 	fmt.Fprintln(w)

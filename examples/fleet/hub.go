@@ -3,13 +3,14 @@ package main
 import (
 	"cmp"
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"net/http"
 	"regexp"
 	"slices"
 	"strconv"
-	"sync"
+	"time"
 
 	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
@@ -18,6 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/client-go/util/retry"
 	workv1 "open-cluster-management.io/api/work/v1"
 
 	"github.com/workwire/sdk-go/examples/fleet/internal/control"
@@ -80,6 +82,7 @@ func runHub(ctx context.Context, args []string) error {
 	mux.Handle("/create", control.Handle(hub.create))
 	mux.Handle("/update", control.Handle(hub.update))
 	mux.Handle("/delete", control.Handle(hub.remove))
+	mux.Handle("/steady", control.Handle(hub.steady))
 	mux.Handle("/state", control.Handle(hub.state))
 	stop, err := control.Serve(c.control, mux)
 	if err != nil {
@@ -94,9 +97,6 @@ type hub struct {
 	holder *work.ClientHolder
 	reg    *prometheus.Registry
 	c      common
-
-	mu    sync.Mutex
-	round int // updates so far
 }
 
 type none struct{}
@@ -112,21 +112,79 @@ func (h *hub) create(ctx context.Context, _ none) (none, error) {
 
 var replicas = regexp.MustCompile(`"replicas":\d+`)
 
-// update changes every work's Deployment (its replicas), a new generation.
-func (h *hub) update(ctx context.Context, _ none) (none, error) {
-	h.mu.Lock()
-	h.round++
-	n := strconv.Itoa(2 + h.round)
-	h.mu.Unlock()
-	return none{}, h.each(ctx, h.list(), func(ctx context.Context, w *workv1.ManifestWork) error {
-		w = w.DeepCopy()
-		for i := range w.Spec.Workload.Manifests {
-			m := &w.Spec.Workload.Manifests[i]
-			m.Raw = replicas.ReplaceAll(m.Raw, []byte(`"replicas":`+n))
+// change updates w's Deployment (its replicas, from its generation, so
+// that each change is one), a new generation.
+func (h *hub) change(ctx context.Context, w *workv1.ManifestWork) error {
+	w = w.DeepCopy()
+	n := []byte(`"replicas":` + strconv.FormatInt(w.Generation+2, 10))
+	for i := range w.Spec.Workload.Manifests {
+		m := &w.Spec.Workload.Manifests[i]
+		m.Raw = replicas.ReplaceAll(m.Raw, n)
+	}
+	_, err := h.holder.WorkInterface().WorkV1().ManifestWorks(w.Namespace).Update(ctx, w, metav1.UpdateOptions{})
+	return err
+}
+
+// changeLatest changes the work w names as the hub holds it now: one
+// changed a moment ago may not be in the lister yet, and its Update then
+// conflicts.
+func (h *hub) changeLatest(ctx context.Context, w *workv1.ManifestWork) error {
+	lister := h.holder.ManifestWorkInformer().Lister().ManifestWorks(w.Namespace)
+	return retry.RetryOnConflict(retry.DefaultBackoff, func() error {
+		cur, err := lister.Get(w.Name)
+		if err != nil {
+			return err
 		}
-		_, err := h.holder.WorkInterface().WorkV1().ManifestWorks(w.Namespace).Update(ctx, w, metav1.UpdateOptions{})
-		return err
+		return h.change(ctx, cur)
 	})
+}
+
+// update changes every work.
+func (h *hub) update(ctx context.Context, _ none) (none, error) {
+	return none{}, h.each(ctx, h.list(), h.change)
+}
+
+type steadyRequest struct {
+	PerSecond float64 `json:"perSecond"`
+	Seconds   float64 `json:"seconds"`
+}
+
+type steadyResult struct {
+	Changed int `json:"changed"`
+}
+
+// steady changes r.PerSecond works a second, the works in turn, for
+// r.Seconds, as controllers do under a steady load, and returns how many
+// it changed (fewer than asked if the hub could not keep up).
+func (h *hub) steady(ctx context.Context, r steadyRequest) (steadyResult, error) {
+	if r.PerSecond <= 0 || r.Seconds <= 0 {
+		return steadyResult{}, fmt.Errorf("perSecond %v, seconds %v: want both above 0", r.PerSecond, r.Seconds)
+	}
+	works := h.list()
+	if len(works) == 0 {
+		return steadyResult{}, errors.New("no works to change")
+	}
+	const tick = 10 * time.Millisecond
+	began := time.Now()
+	t := time.NewTicker(tick)
+	defer t.Stop()
+	changed := 0
+	for now := began; now.Sub(began) < time.Duration(r.Seconds*float64(time.Second)); {
+		due := int(r.PerSecond*now.Sub(began).Seconds()) + 1
+		var batch []*workv1.ManifestWork
+		for ; changed < due; changed++ {
+			batch = append(batch, works[changed%len(works)])
+		}
+		if err := h.each(ctx, batch, h.changeLatest); err != nil {
+			return steadyResult{changed}, err
+		}
+		select {
+		case <-ctx.Done():
+			return steadyResult{changed}, ctx.Err()
+		case now = <-t.C:
+		}
+	}
+	return steadyResult{changed}, nil
 }
 
 type deleteRequest struct {

@@ -10,6 +10,8 @@
 //
 //	deliver        the hub creates every work → every one Applied at the hub
 //	update         the hub changes every work → every one Applied at its new generation
+//	steady         the hub changes -steady-rate works a second for -steady-for
+//	               → every one Applied at its generation (and how long after)
 //	delete         the hub deletes one in ten → each confirmed by its agent
 //	agent-restart  a tenth of the agent hosts are killed and started again,
 //	               empty → every agent holds its works again, all Applied
