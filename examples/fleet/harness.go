@@ -65,10 +65,10 @@ type harness struct {
 	timeout   time.Duration
 	dir, self string
 
-	broker *proc.Process
-	hub    *part
-	hosts  []*part
-	killed []*proc.Process // agent hosts killed and replaced, for their usage
+	brokers []*proc.Process // the broker's servers
+	hub     *part
+	hosts   []*part
+	killed  []*proc.Process // agent hosts killed and replaced, for their usage
 	// restarted counts the works the agent hosts a phase restarted held.
 	restarted int
 	// The steady phase: changes a second, for how long, and how many the
@@ -333,11 +333,19 @@ func (h *harness) startPart(ctx context.Context, name string, args ...string) (*
 	return &part{Process: p, ctl: ctl, args: args}, nil
 }
 
-// startBroker starts a Mosquitto of the run's own, or uses -broker's.
+// startBroker starts the run's own broker, unless -broker names one.
 func (h *harness) startBroker(ctx context.Context) error {
 	if h.c.broker != "" {
 		return nil
 	}
+	if h.c.transport == "nats" {
+		return h.startNATS(ctx)
+	}
+	return h.startMosquitto(ctx)
+}
+
+// startMosquitto starts a Mosquitto of the run's own.
+func (h *harness) startMosquitto(ctx context.Context) error {
 	bin := mosquittoBinary()
 	if bin == "" {
 		return fmt.Errorf("no mosquitto installed (apt-get install mosquitto), and no -broker given")
@@ -367,25 +375,13 @@ func (h *harness) startBroker(ctx context.Context) error {
 	}, "\n")+"\n"), 0o644); err != nil {
 		return err
 	}
-	if h.broker, err = proc.Start(h.dir, "mosquitto", bin, "-c", conf); err != nil {
+	p, err := proc.Start(h.dir, "mosquitto", bin, "-c", conf)
+	if err != nil {
 		return err
 	}
+	h.brokers = append(h.brokers, p)
 	h.c.broker = fmt.Sprintf("127.0.0.1:%d", port)
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		c, err := net.Dial("tcp", h.c.broker)
-		if err == nil {
-			c.Close()
-			return nil
-		}
-		if err := h.broker.Exited(); err != nil {
-			return err
-		}
-		if time.Now().After(deadline) || ctx.Err() != nil {
-			return fmt.Errorf("mosquitto did not listen on %s: %v", h.c.broker, err)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	return awaitListen(ctx, h.c.broker, p)
 }
 
 func mosquittoBinary() string {
@@ -409,10 +405,7 @@ func freePort() (int, error) {
 }
 
 func (h *harness) all() []*proc.Process {
-	var out []*proc.Process
-	if h.broker != nil {
-		out = append(out, h.broker)
-	}
+	out := slices.Clone(h.brokers)
 	if h.hub != nil {
 		out = append(out, h.hub.Process)
 	}
@@ -452,9 +445,7 @@ func (h *harness) usage() []ProcessUsage {
 		}
 		out = append(out, u)
 	}
-	if h.broker != nil {
-		add("broker", 0, h.broker)
-	}
+	add("broker", 0, h.brokers...)
 	if h.hub != nil {
 		add("hub", 0, h.hub.Process)
 	}

@@ -37,6 +37,7 @@ import (
 
 	"github.com/workwire/sdk-go/options"
 	"github.com/workwire/sdk-go/options/mqtt"
+	"github.com/workwire/sdk-go/options/nats"
 )
 
 func main() {
@@ -72,21 +73,24 @@ type common struct {
 	transport, broker, control string
 	clusters, worksPerCluster  int
 	manifestBytes              int
+	replicas                   int // of a NATS stream
 }
 
 func (c *common) register(fs *flag.FlagSet) {
-	fs.StringVar(&c.transport, "transport", "mqtt", "the broker's kind: mqtt")
+	fs.StringVar(&c.transport, "transport", "mqtt", "the broker's kind: mqtt (a Mosquitto) or nats (a cluster of three NATS servers, the stream replicated on each)")
 	fs.StringVar(&c.broker, "broker", "", "the broker's address")
 	fs.StringVar(&c.control, "control", "", "the file to write the control port's address to")
 	fs.IntVar(&c.clusters, "clusters", 200, "clusters in the fleet")
 	fs.IntVar(&c.worksPerCluster, "works-per-cluster", 20, "works per cluster")
 	fs.IntVar(&c.manifestBytes, "manifest-bytes", 1000, "size of each work's Deployment manifest")
+	fs.IntVar(&c.replicas, "replicas", 0, "the NATS stream's replicas (default: one per server the harness starts)")
 }
 
 // args are the flags that tell a part what c says.
 func (c *common) args() []string {
 	return []string{"-transport", c.transport, "-broker", c.broker, "-clusters", fmt.Sprint(c.clusters),
-		"-works-per-cluster", fmt.Sprint(c.worksPerCluster), "-manifest-bytes", fmt.Sprint(c.manifestBytes)}
+		"-works-per-cluster", fmt.Sprint(c.worksPerCluster), "-manifest-bytes", fmt.Sprint(c.manifestBytes),
+		"-replicas", fmt.Sprint(c.replicas)}
 }
 
 // transportConfig is a client's config of the broker.
@@ -94,6 +98,8 @@ func (c *common) transportConfig() (options.TransportConfig, error) {
 	switch c.transport {
 	case "mqtt":
 		return &mqtt.Config{BrokerHost: c.broker}, nil
+	case "nats":
+		return &nats.Config{URL: c.broker, Replicas: c.replicas}, nil
 	}
-	return nil, fmt.Errorf("-transport %q: want mqtt", c.transport)
+	return nil, fmt.Errorf("-transport %q: want mqtt or nats", c.transport)
 }
