@@ -29,7 +29,7 @@ func TestASmallFleetConverges(t *testing.T) {
 	bin := fleetBinary(t)
 	dir := t.TempDir()
 	cmd := exec.Command(bin, "-clusters", "12", "-works-per-cluster", "5", "-agents-per-host", "4",
-		"-steady-rate", "40", "-steady-for", "1s", "-json", "-dir", dir)
+		"-steady-rate", "40", "-steady-for", "1s", "-fault-for", "1s", "-json", "-dir", dir)
 	out, err := cmd.Output()
 	if err != nil {
 		t.Fatalf("%v: %s", err, out)
@@ -38,15 +38,15 @@ func TestASmallFleetConverges(t *testing.T) {
 	if err := json.Unmarshal(out, &r); err != nil {
 		t.Fatalf("%v: %s", err, out)
 	}
-	if r.Lost != 0 || len(r.Phases) != 5 {
+	if r.Lost != 0 || len(r.Phases) != 6 {
 		t.Errorf("lost %d, phases %+v", r.Lost, r.Phases)
 	}
 	kinds := map[string]ProcessUsage{}
 	for _, p := range r.Processes {
 		kinds[p.Kind] = p
 	}
-	// 3 hosts of 4 agents, and the one the agent-restart phase killed.
-	if kinds["agents"].Processes != 4 || kinds["hub"].PeakRSS == 0 || kinds["broker"].CPUSeconds < 0 {
+	// 3 hosts of 4 agents.
+	if kinds["agents"].Processes != 3 || kinds["hub"].PeakRSS == 0 || kinds["broker"].CPUSeconds < 0 {
 		t.Errorf("processes: %+v", r.Processes)
 	}
 	if left := running(t, dir); len(left) > 0 {

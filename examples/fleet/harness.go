@@ -43,9 +43,9 @@ type PhaseResult struct {
 	// upper bound of the bucket the quantile falls in, interpolated.
 	P50, P99, Max float64
 	Resent        int64 `json:"resent"` // specs the hub sent again
-	// CaughtUpSeconds is, for the steady phase, how long the fleet took
-	// to converge after the load stopped.
-	CaughtUpSeconds float64 `json:"caughtUpSeconds,omitempty"`
+	// AfterSeconds is how long the fleet took to converge after the
+	// steady phase's load stopped, or after broker-fault's server was back.
+	AfterSeconds float64 `json:"afterSeconds,omitempty"`
 }
 
 // ProcessUsage is what a kind of process cost at its peak.
@@ -69,6 +69,12 @@ type harness struct {
 	hub     *part
 	hosts   []*part
 	killed  []*proc.Process // agent hosts killed and replaced, for their usage
+	ended   []*proc.Process // broker servers killed and replaced
+	// faultFor is how long the broker-fault phase keeps a server down;
+	// restartedAt is when it started it again.
+	faultFor    time.Duration
+	restartedAt time.Time
+	convergedAt time.Time // when the last phase converged
 	// restarted counts the works the agent hosts a phase restarted held.
 	restarted int
 	// The steady phase: changes a second, for how long, and how many the
@@ -92,6 +98,7 @@ func runHarness(ctx context.Context, args []string) error {
 	fs.IntVar(&h.perHost, "agents-per-host", 100, "agents per agent-host process")
 	fs.Float64Var(&h.steadyRate, "steady-rate", 1000, "the steady phase's changes a second")
 	fs.DurationVar(&h.steadyFor, "steady-for", time.Minute, "how long the steady phase changes works")
+	fs.DurationVar(&h.faultFor, "fault-for", 5*time.Second, "how long the broker-fault phase keeps a broker server down")
 	short := fs.Bool("short", false, "CI's size: 200 clusters × 20 works, 200 changes a second for 10 s (overrides the flags of each)")
 	asJSON := fs.Bool("json", false, "print the result as one JSON object instead of tables")
 	fs.DurationVar(&h.timeout, "timeout", 10*time.Minute, "give up a phase after this long")
@@ -179,30 +186,32 @@ func (h *harness) run(ctx context.Context) (*Result, error) {
 		h.hosts = append(h.hosts, p)
 	}
 	total := h.c.clusters * h.c.worksPerCluster
+	extra := max(total/10, 1) // the works the broker-fault phase adds
 	remaining := total - (total+9)/10
-	phases := []struct {
-		name    string
-		works   int
-		do      func(context.Context) error
-		held    int // works the hub holds once converged
-		applied int // of them, Applied at their generation
-	}{
-		{"deliver", total, func(ctx context.Context) error { return h.hub.ctl.Call(ctx, "/create", none{}, nil) }, total, total},
-		{"update", total, func(ctx context.Context) error { return h.hub.ctl.Call(ctx, "/update", none{}, nil) }, total, total},
-		{"steady", 0, func(ctx context.Context) error {
+	phases := []phaseSpec{
+		{name: "deliver", works: total, held: total, applied: total, do: func(ctx context.Context) error {
+			return h.hub.ctl.Call(ctx, "/create", createRequest{From: 0, Count: total}, nil)
+		}},
+		{name: "update", works: total, held: total, applied: total, do: func(ctx context.Context) error {
+			return h.hub.ctl.Call(ctx, "/update", none{}, nil)
+		}},
+		{name: "steady", held: total, applied: total, do: func(ctx context.Context) error {
 			var r steadyResult
 			err := h.hub.ctl.Call(ctx, "/steady", steadyRequest{PerSecond: h.steadyRate, Seconds: h.steadyFor.Seconds()}, &r)
 			h.changed = r.Changed
 			return err
-		}, total, total},
-		{"delete", total - remaining, func(ctx context.Context) error {
+		}},
+		{name: "delete", works: total - remaining, held: remaining, applied: remaining, do: func(ctx context.Context) error {
 			return h.hub.ctl.Call(ctx, "/delete", deleteRequest{Every: 10}, nil)
-		}, remaining, remaining},
-		{"agent-restart", remaining, h.restartAgentHosts, remaining, remaining},
+		}},
+		{name: "agent-restart", works: remaining, held: remaining, applied: remaining, do: h.restartAgentHosts},
+		{name: "broker-fault", works: extra, held: remaining + extra, applied: remaining + extra, do: func(ctx context.Context) error {
+			return h.hub.ctl.Call(ctx, "/create", createRequest{From: total, Count: extra}, nil)
+		}, during: h.brokerFault(remaining + 1)},
 	}
 	for _, ph := range phases {
-		h.restarted = 0
-		r, lost, err := h.phase(ctx, ph.name, ph.works, ph.do, ph.held, ph.applied)
+		h.restarted, h.restartedAt = 0, time.Time{}
+		r, lost, err := h.phase(ctx, ph)
 		switch {
 		case err != nil:
 		case h.restarted > 0:
@@ -212,7 +221,9 @@ func (h *harness) run(ctx context.Context) (*Result, error) {
 			// The rate the hub kept, and how long after the load the
 			// fleet caught up.
 			r.Works, r.WorksPerSec = h.changed, float64(h.changed)/h.steadyFor.Seconds()
-			r.CaughtUpSeconds = r.Seconds - h.steadyFor.Seconds()
+			r.AfterSeconds = r.Seconds - h.steadyFor.Seconds()
+		case !h.restartedAt.IsZero():
+			r.AfterSeconds = h.convergedAt.Sub(h.restartedAt).Seconds()
 		}
 		res.Phases = append(res.Phases, r)
 		if err != nil {
@@ -223,56 +234,115 @@ func (h *harness) run(ctx context.Context) (*Result, error) {
 	return res, nil
 }
 
-// phase runs do and waits until the hub holds held works, applied of them
-// Applied at their generation, and the agents hold held works too.
-func (h *harness) phase(ctx context.Context, name string, works int, do func(context.Context) error, held, applied int) (PhaseResult, int, error) {
-	r := PhaseResult{Name: name, Works: works}
+// phaseSpec is a phase: what it does, and what the fleet holds once it
+// converged.
+type phaseSpec struct {
+	name  string
+	works int // that it changes
+	// do runs while the harness watches the fleet; during, if set, is
+	// called with each state the harness sees until the phase converged,
+	// which it cannot while during says it is busy.
+	do      func(context.Context) error
+	during  func(context.Context, hubState) (busy bool, err error)
+	held    int // works the hub holds once converged
+	applied int // of them, Applied at their generation
+}
+
+// phase runs ph.do and waits until it returned and the hub holds ph.held
+// works, ph.applied of them Applied at their generation, and the agents
+// hold ph.held works too.
+func (h *harness) phase(ctx context.Context, ph phaseSpec) (PhaseResult, int, error) {
+	r := PhaseResult{Name: ph.name, Works: ph.works}
 	var before hubState
 	if err := h.hub.ctl.Call(ctx, "/state", none{}, &before); err != nil {
-		return r, works, err
+		return r, ph.works, err
 	}
 	began := time.Now()
 	ctx, cancel := context.WithTimeout(ctx, h.timeout)
 	defer cancel()
-	if err := do(ctx); err != nil {
-		return r, works, err
-	}
+	done := make(chan error, 1)
+	go func() { done <- ph.do(ctx) }()
 	var s hubState
 	agentsHeld := 0
-	said := began
+	said, finished := began, false
 	for {
-		if err := h.hub.ctl.Call(ctx, "/state", none{}, &s); err != nil {
-			return r, works, err
+		if !finished {
+			select {
+			case err := <-done:
+				if err != nil {
+					return r, ph.works, err
+				}
+				finished = true
+			default:
+			}
 		}
-		if s.Held == held && s.Applied == applied {
+		if err := h.hub.ctl.Call(ctx, "/state", none{}, &s); err != nil {
+			return r, ph.works, err
+		}
+		busy := false
+		if ph.during != nil {
+			var err error
+			if busy, err = ph.during(ctx, s); err != nil {
+				return r, ph.works, err
+			}
+		}
+		if finished && !busy && s.Held == ph.held && s.Applied == ph.applied {
 			var err error
 			if agentsHeld, err = h.agentsHeld(ctx); err != nil {
-				return r, works, err
+				return r, ph.works, err
 			}
-			if agentsHeld == held {
+			if agentsHeld == ph.held {
 				break
 			}
 		}
 		h.sample()
 		if time.Since(said) >= 5*time.Second {
-			fmt.Fprintf(os.Stderr, "%-14s %v: the hub holds %d works, %d Applied\n", name, time.Since(began).Round(time.Second), s.Held, s.Applied)
+			fmt.Fprintf(os.Stderr, "%-14s %v: the hub holds %d works, %d Applied\n", ph.name, time.Since(began).Round(time.Second), s.Held, s.Applied)
 			said = time.Now()
 		}
 		select {
 		case <-ctx.Done():
-			return r, max(applied-s.Applied, 0) + abs(held-s.Held), fmt.Errorf("did not converge in %v: the hub holds %d works (want %d), %d Applied (want %d); the agents hold %d",
-				h.timeout, s.Held, held, s.Applied, applied, agentsHeld)
+			return r, max(ph.applied-s.Applied, 0) + abs(ph.held-s.Held), fmt.Errorf("did not converge in %v: the hub holds %d works (want %d), %d Applied (want %d); the agents hold %d",
+				h.timeout, s.Held, ph.held, s.Applied, ph.applied, agentsHeld)
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
-	d := time.Since(began)
-	fmt.Fprintf(os.Stderr, "%-14s converged in %v\n", name, d.Round(time.Millisecond))
+	h.convergedAt = time.Now()
+	d := h.convergedAt.Sub(began)
+	fmt.Fprintf(os.Stderr, "%-14s converged in %v\n", ph.name, d.Round(time.Millisecond))
 	h.sample()
-	r.Seconds, r.WorksPerSec = d.Seconds(), float64(works)/d.Seconds()
+	r.Seconds, r.WorksPerSec = d.Seconds(), float64(ph.works)/d.Seconds()
 	lat := delta(s.Latency, before.Latency)
 	r.P50, r.P99, r.Max = quantile(lat, 0.5), quantile(lat, 0.99), quantile(lat, 1)
 	r.Resent = s.Resent - before.Resent
 	return r, 0, nil
+}
+
+// brokerFault returns a phase's during: once the hub has applied works
+// Applied (the first of the phase's, mid-deliver), it kills the broker's
+// first server (a third of a NATS cluster,
+// all of a Mosquitto), and after -fault-for starts it again.
+func (h *harness) brokerFault(applied int) func(context.Context, hubState) (bool, error) {
+	var killedAt time.Time
+	return func(ctx context.Context, s hubState) (bool, error) {
+		switch {
+		case killedAt.IsZero() && s.Applied >= applied:
+			p := h.brokers[0]
+			fmt.Fprintf(os.Stderr, "broker-fault   %d Applied: %s killed\n", s.Applied, p.Name)
+			p.Kill()
+			h.ended = append(h.ended, p)
+			killedAt = time.Now()
+		case !killedAt.IsZero() && h.restartedAt.IsZero() && time.Since(killedAt) >= h.faultFor:
+			p, err := h.brokers[0].Again()
+			if err != nil {
+				return false, err
+			}
+			h.brokers[0] = p
+			h.restartedAt = time.Now()
+			fmt.Fprintf(os.Stderr, "broker-fault   %s started again after %v\n", p.Name, h.faultFor)
+		}
+		return h.restartedAt.IsZero(), nil
+	}
 }
 
 func abs(n int) int { return max(n, -n) }
@@ -430,12 +500,14 @@ func (h *harness) stop() {
 
 func (h *harness) usage() []ProcessUsage {
 	var out []ProcessUsage
-	add := func(kind string, agents int, ps ...*proc.Process) {
-		if len(ps) == 0 {
+	// live are a kind's processes now, ended those killed and replaced:
+	// the count is of the live, the CPU of them all.
+	add := func(kind string, agents int, live, ended []*proc.Process) {
+		if len(live) == 0 {
 			return
 		}
-		u := ProcessUsage{Kind: kind, Processes: len(ps), Agents: agents}
-		for _, p := range ps {
+		u := ProcessUsage{Kind: kind, Processes: len(live), Agents: agents}
+		for _, p := range append(slices.Clone(live), ended...) {
 			pu := p.Usage()
 			u.PeakRSS = max(u.PeakRSS, pu.PeakRSS)
 			u.CPUSeconds += pu.CPUSeconds
@@ -445,15 +517,15 @@ func (h *harness) usage() []ProcessUsage {
 		}
 		out = append(out, u)
 	}
-	add("broker", 0, h.brokers...)
+	add("broker", 0, h.brokers, h.ended)
 	if h.hub != nil {
-		add("hub", 0, h.hub.Process)
+		add("hub", 0, []*proc.Process{h.hub.Process}, nil)
 	}
 	var hosts []*proc.Process
 	for _, p := range h.hosts {
 		hosts = append(hosts, p.Process)
 	}
-	add("agents", h.c.clusters, append(hosts, h.killed...)...)
+	add("agents", h.c.clusters, hosts, h.killed)
 	return out
 }
 
@@ -461,11 +533,11 @@ func printTables(w io.Writer, r *Result) {
 	fmt.Fprintf(w, "fleet over %s: %d clusters × %d works (%d), one hub, agents in processes of their own\n\n",
 		r.Transport, r.Clusters, r.WorksPerCluster, r.Clusters*r.WorksPerCluster)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "phase\tworks\tseconds\tworks/s\tp50 s\tp99 s\tmax s\tre-sent\tcaught up s\t")
+	fmt.Fprintln(tw, "phase\tworks\tseconds\tworks/s\tp50 s\tp99 s\tmax s\tre-sent\tafter s\t")
 	for _, p := range r.Phases {
 		caught := ""
-		if p.Name == "steady" {
-			caught = fmt.Sprintf("%.2f", p.CaughtUpSeconds)
+		if p.AfterSeconds > 0 {
+			caught = fmt.Sprintf("%.2f", p.AfterSeconds)
 		}
 		fmt.Fprintf(tw, "%s\t%d\t%.2f\t%.0f\t%.3f\t%.3f\t%.3f\t%d\t%s\t\n", p.Name, p.Works, p.Seconds, p.WorksPerSec, p.P50, p.P99, p.Max, p.Resent, caught)
 	}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"errors"
@@ -101,13 +102,31 @@ type hub struct {
 
 type none struct{}
 
-// create creates every work of the fleet.
-func (h *hub) create(ctx context.Context, _ none) (none, error) {
-	works := benchworks.Works(h.c.clusters*h.c.worksPerCluster, h.c.clusters, h.c.manifestBytes)
-	return none{}, h.each(ctx, works, func(ctx context.Context, w *workv1.ManifestWork) error {
-		_, err := h.holder.WorkInterface().WorkV1().ManifestWorks(w.Namespace).Create(ctx, w, metav1.CreateOptions{})
-		return err
-	})
+type createRequest struct {
+	From  int `json:"from"`  // the first work's index
+	Count int `json:"count"` // how many
+}
+
+// create creates works r.From to r.From+r.Count-1, work-<i> on cluster i
+// modulo the fleet's clusters, each made as it is sent: the hub holds its
+// works once, as a controller's would.
+func (h *hub) create(ctx context.Context, r createRequest) (none, error) {
+	tmpl := benchworks.Works(1, 1, h.c.manifestBytes)[0]
+	raw := tmpl.Spec.Workload.Manifests[0].Raw
+	g, ctx := errgroup.WithContext(ctx)
+	g.SetLimit(8)
+	for i := r.From; i < r.From+r.Count; i++ {
+		g.Go(func() error {
+			w := tmpl.DeepCopy()
+			w.Name, w.Namespace = fmt.Sprintf("work-%d", i), benchworks.ClusterName(i, h.c.clusters)
+			w.Spec.Workload.Manifests[0].Raw = bytes.ReplaceAll(raw, []byte(`"work-0"`), []byte(`"`+w.Name+`"`))
+			if _, err := h.holder.WorkInterface().WorkV1().ManifestWorks(w.Namespace).Create(ctx, w, metav1.CreateOptions{}); err != nil {
+				return fmt.Errorf("%s/%s: %w", w.Namespace, w.Name, err)
+			}
+			return nil
+		})
+	}
+	return none{}, g.Wait()
 }
 
 var replicas = regexp.MustCompile(`"replicas":\d+`)

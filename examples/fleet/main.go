@@ -15,6 +15,10 @@
 //	delete         the hub deletes one in ten → each confirmed by its agent
 //	agent-restart  a tenth of the agent hosts are killed and started again,
 //	               empty → every agent holds its works again, all Applied
+//	broker-fault   the hub creates a tenth more works, and once the first is
+//	               Applied the broker's first server is killed (one of three
+//	               NATS servers; Mosquitto, all of it) and started again after
+//	               -fault-for → every work Applied (and how long after)
 //
 // For each it reports the time to converge, works/s, first-status latency
 // (p50, p99, max, from the library's own histogram) and the specs sent

@@ -23,10 +23,12 @@ import (
 
 // Process is a part of the fleet running as a process.
 type Process struct {
-	Name string
-	cmd  *exec.Cmd
-	log  string
-	done chan struct{}
+	Name     string
+	dir, bin string
+	args     []string
+	cmd      *exec.Cmd
+	log      string
+	done     chan struct{}
 
 	mu    sync.Mutex
 	usage Usage // as last read, kept once the process has ended
@@ -52,13 +54,20 @@ func Start(dir, name, bin string, args ...string) (*Process, error) {
 		_ = out.Close()
 		return nil, fmt.Errorf("start %s: %w", name, err)
 	}
-	p := &Process{Name: name, cmd: cmd, log: log, done: make(chan struct{})}
+	p := &Process{Name: name, dir: dir, bin: bin, args: args, cmd: cmd, log: log, done: make(chan struct{})}
 	go func() {
 		_ = cmd.Wait()
 		_ = out.Close()
 		close(p.done)
 	}()
 	return p, nil
+}
+
+// Again starts the program again as it was started, once this process has
+// ended: a restart.
+func (p *Process) Again() (*Process, error) {
+	<-p.done
+	return Start(p.dir, p.Name, p.bin, p.args...)
 }
 
 // Log is the path of the process's output.
