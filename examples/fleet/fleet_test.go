@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -109,4 +110,21 @@ func running(t *testing.T, dir string) []string {
 		}
 	}
 	return out
+}
+
+func TestQuantile(t *testing.T) {
+	h := []bucket{{0.001, 0}, {0.004, 50}, {0.016, 100}, {math.Inf(1), 100}}
+	for _, tc := range []struct{ q, ceiling, want float64 }{
+		{0.5, 10, 0.004},
+		{0.75, 10, 0.010},
+		{1, 10, 0.016},
+		{1, 0.010, 0.010}, // the phase was shorter than the bucket
+	} {
+		if got := quantile(h, tc.q, tc.ceiling); math.Abs(got-tc.want) > 1e-9 {
+			t.Errorf("quantile(%v, ceiling %v) = %v, want %v", tc.q, tc.ceiling, got, tc.want)
+		}
+	}
+	if got := quantile(nil, 0.5, 1); got != 0 {
+		t.Errorf("empty: %v", got)
+	}
 }

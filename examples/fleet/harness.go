@@ -313,7 +313,9 @@ func (h *harness) phase(ctx context.Context, ph phaseSpec) (PhaseResult, int, er
 	h.sample()
 	r.Seconds, r.WorksPerSec = d.Seconds(), float64(ph.works)/d.Seconds()
 	lat := delta(s.Latency, before.Latency)
-	r.P50, r.P99, r.Max = quantile(lat, 0.5), quantile(lat, 0.99), quantile(lat, 1)
+	// No first status of the phase took longer than the phase: the
+	// histogram's buckets (each four times the last) are wider.
+	r.P50, r.P99, r.Max = quantile(lat, 0.5, d.Seconds()), quantile(lat, 0.99, d.Seconds()), quantile(lat, 1, d.Seconds())
 	r.Resent = s.Resent - before.Resent
 	return r, 0, nil
 }
@@ -570,9 +572,9 @@ func delta(now, before []bucket) []bucket {
 }
 
 // quantile estimates the q-quantile of a cumulative histogram, linearly
-// within the bucket it falls in; the last finite bound where it falls
-// beyond them all.
-func quantile(h []bucket, q float64) float64 {
+// within the bucket it falls in, whose upper bound is taken to be no more
+// than ceiling.
+func quantile(h []bucket, q, ceiling float64) float64 {
 	if len(h) == 0 {
 		return 0
 	}
@@ -584,12 +586,10 @@ func quantile(h []bucket, q float64) float64 {
 	lower, below := 0.0, uint64(0)
 	for _, b := range h {
 		if float64(b.Count) >= rank && b.Count > below {
-			if b.UpperBound > 1e300 { // +Inf
-				return lower
-			}
-			return lower + (b.UpperBound-lower)*(rank-float64(below))/float64(b.Count-below)
+			upper := min(b.UpperBound, max(ceiling, lower))
+			return lower + (upper-lower)*(rank-float64(below))/float64(b.Count-below)
 		}
 		lower, below = b.UpperBound, b.Count
 	}
-	return lower
+	return min(lower, ceiling)
 }
