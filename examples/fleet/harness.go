@@ -43,6 +43,10 @@ type PhaseResult struct {
 	// upper bound of the bucket the quantile falls in, interpolated.
 	P50, P99, Max float64
 	Resent        int64 `json:"resent"` // specs the hub sent again
+	// WireBytesPerWork is the bytes the broker received and sent during
+	// the phase per work it changed (over the run's own Mosquitto).
+	WireBytesPerWork int64 `json:"wireBytesPerWork,omitempty"`
+	wireBytes        int64
 	// AfterSeconds is how long the fleet took to converge after the
 	// steady phase's load stopped, or after broker-fault's server was back.
 	AfterSeconds float64 `json:"afterSeconds,omitempty"`
@@ -70,6 +74,10 @@ type harness struct {
 	hosts   []*part
 	killed  []*proc.Process // agent hosts killed and replaced, for their usage
 	ended   []*proc.Process // broker servers killed and replaced
+	// wire follows the bytes through the run's own Mosquitto; nil over
+	// another broker.
+	wire     *wireMeter
+	stopWire func()
 	// faultFor is how long the broker-fault phase keeps a server down;
 	// restartedAt is when it started it again.
 	faultFor    time.Duration
@@ -225,6 +233,9 @@ func (h *harness) run(ctx context.Context) (*Result, error) {
 		case !h.restartedAt.IsZero():
 			r.AfterSeconds = h.convergedAt.Sub(h.restartedAt).Seconds()
 		}
+		if r.Works > 0 {
+			r.WireBytesPerWork = r.wireBytes / int64(r.Works)
+		}
 		res.Phases = append(res.Phases, r)
 		if err != nil {
 			res.Lost = lost
@@ -256,6 +267,10 @@ func (h *harness) phase(ctx context.Context, ph phaseSpec) (PhaseResult, int, er
 	var before hubState
 	if err := h.hub.ctl.Call(ctx, "/state", none{}, &before); err != nil {
 		return r, ph.works, err
+	}
+	var wireBefore int64
+	if h.wire != nil {
+		wireBefore = h.wire.bytes(false)
 	}
 	began := time.Now()
 	ctx, cancel := context.WithTimeout(ctx, h.timeout)
@@ -317,6 +332,9 @@ func (h *harness) phase(ctx context.Context, ph phaseSpec) (PhaseResult, int, er
 	// histogram's buckets (each four times the last) are wider.
 	r.P50, r.P99, r.Max = quantile(lat, 0.5, d.Seconds()), quantile(lat, 0.99, d.Seconds()), quantile(lat, 1, d.Seconds())
 	r.Resent = s.Resent - before.Resent
+	if h.wire != nil {
+		r.wireBytes = h.wire.bytes(true) - wireBefore
+	}
 	return r, 0, nil
 }
 
@@ -441,6 +459,7 @@ func (h *harness) startMosquitto(ctx context.Context) error {
 		"persistence false",
 		"max_connections -1",
 		"max_queued_messages 100000",
+		"sys_interval 1", // the wire meter's counters, every second
 		"log_dest stderr",
 		"log_type error",
 		"log_type warning",
@@ -453,7 +472,15 @@ func (h *harness) startMosquitto(ctx context.Context) error {
 	}
 	h.brokers = append(h.brokers, p)
 	h.c.broker = fmt.Sprintf("127.0.0.1:%d", port)
-	return awaitListen(ctx, h.c.broker, p)
+	if err := awaitListen(ctx, h.c.broker, p); err != nil {
+		return err
+	}
+	h.wire = newWireMeter()
+	meterCtx, stop := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); h.wire.follow(meterCtx, h.c.broker) }()
+	h.stopWire = func() { stop(); <-done }
+	return nil
 }
 
 func mosquittoBinary() string {
@@ -495,6 +522,9 @@ func (h *harness) sample() {
 
 // stop stops every part: agents first, then the hub, then the broker.
 func (h *harness) stop() {
+	if h.stopWire != nil {
+		h.stopWire()
+	}
 	for _, p := range slices.Backward(h.all()) {
 		p.Stop(30 * time.Second)
 	}
@@ -535,13 +565,13 @@ func printTables(w io.Writer, r *Result) {
 	fmt.Fprintf(w, "fleet over %s: %d clusters × %d works (%d), one hub, agents in processes of their own\n\n",
 		r.Transport, r.Clusters, r.WorksPerCluster, r.Clusters*r.WorksPerCluster)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "phase\tworks\tseconds\tworks/s\tp50 s\tp99 s\tmax s\tre-sent\tafter s\t")
+	fmt.Fprintln(tw, "phase\tworks\tseconds\tworks/s\tp50 s\tp99 s\tmax s\tre-sent\twire B/work\tafter s\t")
 	for _, p := range r.Phases {
 		caught := ""
 		if p.AfterSeconds > 0 {
 			caught = fmt.Sprintf("%.2f", p.AfterSeconds)
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%.2f\t%.0f\t%.3f\t%.3f\t%.3f\t%d\t%s\t\n", p.Name, p.Works, p.Seconds, p.WorksPerSec, p.P50, p.P99, p.Max, p.Resent, caught)
+		fmt.Fprintf(tw, "%s\t%d\t%.2f\t%.0f\t%.3f\t%.3f\t%.3f\t%d\t%d\t%s\t\n", p.Name, p.Works, p.Seconds, p.WorksPerSec, p.P50, p.P99, p.Max, p.Resent, p.WireBytesPerWork, caught)
 	}
 	_ = tw.Flush()
 	fmt.Fprintln(w)
