@@ -28,9 +28,12 @@ type Result struct {
 	WorksPerCluster int    `json:"worksPerCluster"`
 	// Lost counts the works that did not converge in the phase that
 	// failed; 0 when every phase converged.
-	Lost      int            `json:"lost"`
-	Phases    []PhaseResult  `json:"phases"`
-	Processes []ProcessUsage `json:"processes"`
+	Lost int `json:"lost"`
+	// HubHeapPerIdleCluster is how much the hub's live heap grew per
+	// cluster as the agents connected, before any work.
+	HubHeapPerIdleCluster int64          `json:"hubHeapPerIdleClusterBytes"`
+	Phases                []PhaseResult  `json:"phases"`
+	Processes             []ProcessUsage `json:"processes"`
 }
 
 // PhaseResult is one phase's figures.
@@ -185,6 +188,10 @@ func (h *harness) run(ctx context.Context) (*Result, error) {
 	if h.hub, err = h.startPart(ctx, "hub", "hub"); err != nil {
 		return res, err
 	}
+	var idle, connected heapState
+	if err := h.hub.ctl.Call(ctx, "/heap", none{}, &idle); err != nil {
+		return res, err
+	}
 	for from := 0; from < h.c.clusters; from += h.perHost {
 		to := min(from+h.perHost, h.c.clusters)
 		p, err := h.startPart(ctx, fmt.Sprintf("agents-%d", len(h.hosts)), "agents", "-from", fmt.Sprint(from), "-to", fmt.Sprint(to))
@@ -193,6 +200,11 @@ func (h *harness) run(ctx context.Context) (*Result, error) {
 		}
 		h.hosts = append(h.hosts, p)
 	}
+	// What each cluster's agent costs the hub while it holds nothing.
+	if err := h.hub.ctl.Call(ctx, "/heap", none{}, &connected); err != nil {
+		return res, err
+	}
+	res.HubHeapPerIdleCluster = (int64(connected.Live) - int64(idle.Live)) / int64(h.c.clusters)
 	total := h.c.clusters * h.c.worksPerCluster
 	extra := max(total/10, 1) // the works the broker-fault phase adds
 	remaining := total - (total+9)/10
@@ -585,8 +597,9 @@ func printTables(w io.Writer, r *Result) {
 		fmt.Fprintf(tw, "%s\t%d\t%.1f\t%.1f\t%s\t\n", p.Kind, p.Processes, float64(p.PeakRSS)/(1<<20), p.CPUSeconds, per)
 	}
 	_ = tw.Flush()
+	fmt.Fprintf(w, "\nthe hub's live heap grew %d bytes per cluster as the agents connected\n", r.HubHeapPerIdleCluster)
 	if r.Lost > 0 {
-		fmt.Fprintf(w, "\nlost: %d works did not converge\n", r.Lost)
+		fmt.Fprintf(w, "lost: %d works did not converge\n", r.Lost)
 	}
 }
 

@@ -43,6 +43,11 @@ type hubState struct {
 	Resent  int64    `json:"resent"` // specs sent again, unacknowledged, so far
 }
 
+// heapState is the hub's live heap after a collection, in bytes.
+type heapState struct {
+	Live uint64 `json:"live"`
+}
+
 type bucket struct {
 	UpperBound float64 `json:"le"`
 	Count      uint64  `json:"count"`
@@ -85,6 +90,9 @@ func runHub(ctx context.Context, args []string) error {
 	mux.Handle("/delete", control.Handle(hub.remove))
 	mux.Handle("/steady", control.Handle(hub.steady))
 	mux.Handle("/state", control.Handle(hub.state))
+	mux.Handle("/heap", control.Handle(func(context.Context, none) (heapState, error) {
+		return heapState{Live: benchworks.LiveHeap()}, nil
+	}))
 	stop, err := control.Serve(c.control, mux)
 	if err != nil {
 		return err
