@@ -124,8 +124,8 @@ func runHarness(ctx context.Context, args []string) error {
 		h.c.clusters, h.c.worksPerCluster = 200, 20
 		h.steadyRate, h.steadyFor = 200, 10*time.Second
 	}
-	if h.c.clusters < 1 || h.c.worksPerCluster < 1 || h.perHost < 1 || h.steadyRate <= 0 || h.steadyFor <= 0 {
-		err := fmt.Errorf("-clusters, -works-per-cluster and -agents-per-host must be at least 1, -steady-rate and -steady-for above 0")
+	if h.c.clusters < 1 || h.c.worksPerCluster < 1 || h.perHost < 1 || h.steadyRate <= 0 || h.steadyFor <= 0 || h.faultFor <= 0 {
+		err := fmt.Errorf("-clusters, -works-per-cluster and -agents-per-host must be at least 1, -steady-rate, -steady-for and -fault-for above 0")
 		fmt.Fprintln(fs.Output(), err)
 		return usageError{err}
 	}
@@ -228,6 +228,9 @@ func (h *harness) run(ctx context.Context) (*Result, error) {
 		{name: "broker-fault", works: extra, held: remaining + extra, applied: remaining + extra, do: func(ctx context.Context) error {
 			return h.hub.ctl.Call(ctx, "/create", createRequest{From: total, Count: extra}, nil)
 		}, during: h.brokerFault(remaining + 1)},
+	}
+	if len(h.brokers) == 0 {
+		phases = phases[:len(phases)-1] // -broker's: not the harness's to kill
 	}
 	for _, ph := range phases {
 		h.restarted, h.restartedAt = 0, time.Time{}
@@ -583,7 +586,11 @@ func printTables(w io.Writer, r *Result) {
 		if p.AfterSeconds > 0 {
 			caught = fmt.Sprintf("%.2f", p.AfterSeconds)
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%.2f\t%.0f\t%.3f\t%.3f\t%.3f\t%d\t%d\t%s\t\n", p.Name, p.Works, p.Seconds, p.WorksPerSec, p.P50, p.P99, p.Max, p.Resent, p.WireBytesPerWork, caught)
+		wire := ""
+		if p.WireBytesPerWork > 0 {
+			wire = fmt.Sprint(p.WireBytesPerWork)
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%.2f\t%.0f\t%.3f\t%.3f\t%.3f\t%d\t%s\t%s\t\n", p.Name, p.Works, p.Seconds, p.WorksPerSec, p.P50, p.P99, p.Max, p.Resent, wire, caught)
 	}
 	_ = tw.Flush()
 	fmt.Fprintln(w)
