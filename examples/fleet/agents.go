@@ -61,13 +61,7 @@ func runAgents(ctx context.Context, args []string) error {
 	}
 	mux := http.NewServeMux()
 	mux.Handle("/state", control.Handle(host.state))
-	stop, err := control.Serve(c.control, mux)
-	if err != nil {
-		return err
-	}
-	defer stop()
-	<-ctx.Done()
-	return nil
+	return control.Run(ctx, c.control, mux)
 }
 
 type agentHost struct {

@@ -93,13 +93,7 @@ func runHub(ctx context.Context, args []string) error {
 	mux.Handle("/heap", control.Handle(func(context.Context, none) (heapState, error) {
 		return heapState{Live: benchworks.LiveHeap()}, nil
 	}))
-	stop, err := control.Serve(c.control, mux)
-	if err != nil {
-		return err
-	}
-	defer stop()
-	<-ctx.Done()
-	return nil
+	return control.Run(ctx, c.control, mux)
 }
 
 type hub struct {

@@ -43,6 +43,17 @@ func Serve(path string, mux http.Handler) (stop func(), err error) {
 	return func() { _ = srv.Close(); <-done }, nil
 }
 
+// Run serves mux as Serve does until ctx ends.
+func Run(ctx context.Context, path string, mux http.Handler) error {
+	stop, err := Serve(path, mux)
+	if err != nil {
+		return err
+	}
+	<-ctx.Done()
+	stop()
+	return nil
+}
+
 // Handle returns a handler that decodes the request's JSON body (if any)
 // into a new In, calls f and answers with its result as JSON, or 500 and
 // the error.
