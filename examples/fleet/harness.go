@@ -77,6 +77,7 @@ type harness struct {
 	hosts   []*part
 	killed  []*proc.Process // agent hosts killed and replaced, for their usage
 	ended   []*proc.Process // broker servers killed and replaced
+	down    *proc.Process   // the broker server broker-fault keeps down
 	// wire follows the bytes through the run's own Mosquitto; nil over
 	// another broker.
 	wire     *wireMeter
@@ -306,6 +307,11 @@ func (h *harness) phase(ctx context.Context, ph phaseSpec) (PhaseResult, int, er
 			default:
 			}
 		}
+		if finished { // do may be replacing processes until then
+			if err := h.exited(); err != nil {
+				return r, max(ph.applied-s.Applied, 0) + abs(ph.held-s.Held), err
+			}
+		}
 		if err := h.hub.ctl.Call(ctx, "/state", none{}, &s); err != nil {
 			return r, ph.works, err
 		}
@@ -353,6 +359,20 @@ func (h *harness) phase(ctx context.Context, ph phaseSpec) (PhaseResult, int, er
 	return r, 0, nil
 }
 
+// exited returns an error if a process of the fleet ended that the
+// harness did not stop (a crash, the kernel's OOM killer).
+func (h *harness) exited() error {
+	for _, p := range h.all() {
+		if p == h.down {
+			continue
+		}
+		if err := p.Exited(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // brokerFault returns a phase's during: once the hub has applied works
 // Applied (the first of the phase's, mid-deliver), it kills the broker's
 // first server (a third of a NATS cluster,
@@ -364,6 +384,7 @@ func (h *harness) brokerFault(applied int) func(context.Context, hubState) (bool
 		case killedAt.IsZero() && s.Applied >= applied:
 			p := h.brokers[0]
 			fmt.Fprintf(os.Stderr, "broker-fault   %d Applied: %s killed\n", s.Applied, p.Name)
+			h.down = p
 			p.Kill()
 			h.ended = append(h.ended, p)
 			killedAt = time.Now()
@@ -372,7 +393,7 @@ func (h *harness) brokerFault(applied int) func(context.Context, hubState) (bool
 			if err != nil {
 				return false, err
 			}
-			h.brokers[0] = p
+			h.brokers[0], h.down = p, nil
 			h.restartedAt = time.Now()
 			fmt.Fprintf(os.Stderr, "broker-fault   %s started again after %v\n", p.Name, h.faultFor)
 		}
