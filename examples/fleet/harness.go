@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"syscall"
 	"text/tabwriter"
 	"time"
@@ -74,6 +75,9 @@ type harness struct {
 
 	brokers []*proc.Process // the broker's servers
 	hub     *part
+	// hosts are the agent hosts; hostsMu guards them and killed, which
+	// the agent-restart phase changes while the harness samples them.
+	hostsMu sync.Mutex
 	hosts   []*part
 	killed  []*proc.Process // agent hosts killed and replaced, for their usage
 	ended   []*proc.Process // broker servers killed and replaced
@@ -199,7 +203,9 @@ func (h *harness) run(ctx context.Context) (*Result, error) {
 		if err != nil {
 			return res, err
 		}
+		h.hostsMu.Lock()
 		h.hosts = append(h.hosts, p)
+		h.hostsMu.Unlock()
 	}
 	// What each cluster's agent costs the hub while it holds nothing.
 	if err := h.hub.ctl.Call(ctx, "/heap", none{}, &connected); err != nil {
@@ -405,7 +411,7 @@ func abs(n int) int { return max(n, -n) }
 
 func (h *harness) agentsHeld(ctx context.Context) (int, error) {
 	n := 0
-	for _, p := range h.hosts {
+	for _, p := range h.hostList() {
 		var s agentsState
 		if err := p.ctl.Call(ctx, "/state", none{}, &s); err != nil {
 			return 0, fmt.Errorf("%s: %w", p.Name, err)
@@ -428,13 +434,17 @@ func (h *harness) restartAgentHosts(ctx context.Context) error {
 		}
 		h.restarted += s.Held
 		old.Kill()
+		h.hostsMu.Lock()
 		h.killed = append(h.killed, old.Process)
+		h.hostsMu.Unlock()
 		_ = os.Remove(filepath.Join(h.dir, old.Name+".addr"))
 		p, err := h.startPart(ctx, old.Name, old.args...)
 		if err != nil {
 			return err
 		}
+		h.hostsMu.Lock()
 		h.hosts[i] = p
+		h.hostsMu.Unlock()
 	}
 	return nil
 }
@@ -544,10 +554,18 @@ func (h *harness) all() []*proc.Process {
 	if h.hub != nil {
 		out = append(out, h.hub.Process)
 	}
-	for _, p := range h.hosts {
+	for _, p := range h.hostList() {
 		out = append(out, p.Process)
 	}
 	return out
+}
+
+// hostList is the agent hosts now: the agent-restart phase replaces some
+// while the harness samples them.
+func (h *harness) hostList() []*part {
+	h.hostsMu.Lock()
+	defer h.hostsMu.Unlock()
+	return slices.Clone(h.hosts)
 }
 
 func (h *harness) sample() {
@@ -590,10 +608,13 @@ func (h *harness) usage() []ProcessUsage {
 		add("hub", 0, []*proc.Process{h.hub.Process}, nil)
 	}
 	var hosts []*proc.Process
-	for _, p := range h.hosts {
+	for _, p := range h.hostList() {
 		hosts = append(hosts, p.Process)
 	}
-	add("agents", h.c.clusters, hosts, h.killed)
+	h.hostsMu.Lock()
+	killed := slices.Clone(h.killed)
+	h.hostsMu.Unlock()
+	add("agents", h.c.clusters, hosts, killed)
 	return out
 }
 
