@@ -61,7 +61,7 @@ func runAgents(ctx context.Context, args []string) error {
 	}
 	mux := http.NewServeMux()
 	mux.Handle("/state", control.Handle(host.state))
-	return control.Run(ctx, c.control, mux)
+	return control.Run(ctx, c.control, control.WithProfiles(mux))
 }
 
 type agentHost struct {

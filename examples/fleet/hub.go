@@ -93,7 +93,7 @@ func runHub(ctx context.Context, args []string) error {
 	mux.Handle("/heap", control.Handle(func(context.Context, none) (heapState, error) {
 		return heapState{Live: benchworks.LiveHeap()}, nil
 	}))
-	return control.Run(ctx, c.control, mux)
+	return control.Run(ctx, c.control, control.WithProfiles(mux))
 }
 
 type hub struct {

@@ -12,6 +12,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"os"
 	"strings"
 	"time"
@@ -41,6 +42,16 @@ func Serve(path string, mux http.Handler) (stop func(), err error) {
 		return nil, err
 	}
 	return func() { _ = srv.Close(); <-done }, nil
+}
+
+// WithProfiles adds Go's profiles to mux, at /debug/pprof/ (go tool pprof
+// http://<control address>/debug/pprof/heap), for finding where a part's
+// memory and CPU go.
+func WithProfiles(mux *http.ServeMux) *http.ServeMux {
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+	return mux
 }
 
 // Run serves mux as Serve does until ctx ends.
