@@ -19,6 +19,7 @@ import (
 	workv1 "open-cluster-management.io/api/work/v1"
 
 	"github.com/workwire/sdk-go/examples/fleet/internal/control"
+	"github.com/workwire/sdk-go/examples/internal/cmdutil"
 	"github.com/workwire/sdk-go/internal/testsupport/benchworks"
 	"github.com/workwire/sdk-go/work"
 )
@@ -41,7 +42,7 @@ func runAgents(ctx context.Context, args []string) error {
 	c.register(fs)
 	from := fs.Int("from", 0, "the first cluster's index")
 	to := fs.Int("to", 0, "one past the last cluster's index")
-	if err := fs.Parse(args); err != nil {
+	if err := cmdutil.Parse(fs, args); err != nil {
 		return err
 	}
 	if *from < 0 || *to <= *from {

@@ -10,12 +10,14 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/workwire/sdk-go/internal/testsupport/mosquitto"
 )
 
 // fleetBinary builds the harness for the test.
 func fleetBinary(t *testing.T) string {
 	t.Helper()
-	if mosquittoBinary() == "" {
+	if mosquitto.Binary() == "" {
 		t.Skip("no mosquitto installed")
 	}
 	bin := filepath.Join(t.TempDir(), "fleet")

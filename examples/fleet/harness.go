@@ -8,7 +8,6 @@ import (
 	"io"
 	"net"
 	"os"
-	"os/exec"
 	"os/user"
 	"path/filepath"
 	"slices"
@@ -20,6 +19,8 @@ import (
 
 	"github.com/workwire/sdk-go/examples/fleet/internal/control"
 	"github.com/workwire/sdk-go/examples/fleet/internal/proc"
+	"github.com/workwire/sdk-go/examples/internal/cmdutil"
+	"github.com/workwire/sdk-go/internal/testsupport/mosquitto"
 )
 
 // Result is a run's outcome, as -json prints it.
@@ -119,11 +120,8 @@ func runHarness(ctx context.Context, args []string) error {
 	asJSON := fs.Bool("json", false, "print the result as one JSON object instead of tables")
 	fs.DurationVar(&h.timeout, "timeout", 10*time.Minute, "give up a phase after this long")
 	fs.StringVar(&h.dir, "dir", "", "where to keep the processes' logs (default: a temporary directory, removed after a run that converged)")
-	if err := fs.Parse(args); err != nil {
-		if err == flag.ErrHelp {
-			return err
-		}
-		return usageError{err}
+	if err := cmdutil.Parse(fs, args); err != nil {
+		return err
 	}
 	if *short {
 		h.c.clusters, h.c.worksPerCluster = 200, 20
@@ -132,11 +130,11 @@ func runHarness(ctx context.Context, args []string) error {
 	if h.c.clusters < 1 || h.c.worksPerCluster < 1 || h.perHost < 1 || h.steadyRate <= 0 || h.steadyFor <= 0 || h.faultFor <= 0 {
 		err := fmt.Errorf("-clusters, -works-per-cluster and -agents-per-host must be at least 1, -steady-rate, -steady-for and -fault-for above 0")
 		fmt.Fprintln(fs.Output(), err)
-		return usageError{err}
+		return cmdutil.UsageError{Err: err}
 	}
 	if _, err := h.c.transportConfig(); err != nil {
 		fmt.Fprintln(fs.Output(), err)
-		return usageError{err}
+		return cmdutil.UsageError{Err: err}
 	}
 	self, err := os.Executable()
 	if err != nil {
@@ -482,7 +480,7 @@ func (h *harness) startBroker(ctx context.Context) error {
 
 // startMosquitto starts a Mosquitto of the run's own.
 func (h *harness) startMosquitto(ctx context.Context) error {
-	bin := mosquittoBinary()
+	bin := mosquitto.Binary()
 	if bin == "" {
 		return fmt.Errorf("no mosquitto installed (apt-get install mosquitto), and no -broker given")
 	}
@@ -505,7 +503,7 @@ func (h *harness) startMosquitto(ctx context.Context) error {
 		"persistence false",
 		"max_connections -1",
 		"max_queued_messages 100000",
-		"sys_interval 1", // the wire meter's counters, every second
+		fmt.Sprintf("sys_interval %d", int(sysInterval.Seconds())), // the wire meter's counters
 		"log_dest stderr",
 		"log_type error",
 		"log_type warning",
@@ -527,15 +525,6 @@ func (h *harness) startMosquitto(ctx context.Context) error {
 	go func() { defer close(done); h.wire.follow(meterCtx, h.c.broker) }()
 	h.stopWire = func() { stop(); <-done }
 	return nil
-}
-
-func mosquittoBinary() string {
-	for _, p := range []string{"mosquitto", "/usr/sbin/mosquitto", "/usr/local/sbin/mosquitto"} {
-		if full, err := exec.LookPath(p); err == nil {
-			return full
-		}
-	}
-	return ""
 }
 
 // freePort is a port the OS says is free now, for a program that cannot

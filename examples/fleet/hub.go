@@ -24,6 +24,7 @@ import (
 	workv1 "open-cluster-management.io/api/work/v1"
 
 	"github.com/workwire/sdk-go/examples/fleet/internal/control"
+	"github.com/workwire/sdk-go/examples/internal/cmdutil"
 	"github.com/workwire/sdk-go/generic"
 	"github.com/workwire/sdk-go/generic/metrics"
 	"github.com/workwire/sdk-go/internal/testsupport/benchworks"
@@ -60,7 +61,7 @@ func runHub(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("hub", flag.ContinueOnError)
 	var c common
 	c.register(fs)
-	if err := fs.Parse(args); err != nil {
+	if err := cmdutil.Parse(fs, args); err != nil {
 		return err
 	}
 	reg := prometheus.NewRegistry()

@@ -32,13 +32,13 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"os"
 	"os/signal"
 	"syscall"
 
+	"github.com/workwire/sdk-go/examples/internal/cmdutil"
 	"github.com/workwire/sdk-go/options"
 	"github.com/workwire/sdk-go/options/mqtt"
 	"github.com/workwire/sdk-go/options/nats"
@@ -59,18 +59,8 @@ func main() {
 	}
 	err := run(ctx, args)
 	stop()
-	switch {
-	case err == nil || errors.Is(err, flag.ErrHelp):
-	case errors.As(err, new(usageError)):
-		os.Exit(2)
-	default:
-		fmt.Fprintln(os.Stderr, "fleet:", err)
-		os.Exit(1)
-	}
+	cmdutil.Exit("fleet", err)
 }
-
-// usageError is a command line the harness cannot run with, already said.
-type usageError struct{ error }
 
 // common is what the harness tells every part.
 type common struct {

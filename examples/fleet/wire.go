@@ -19,6 +19,7 @@ type wireMeter struct {
 	last    map[string]int64 // counter → its value as last published
 	base    map[string]int64 // counter → what it had before its restarts
 	updated chan struct{}    // closed and replaced at each update
+	at      time.Time        // when the last update arrived
 }
 
 var sysBytes = []string{"$SYS/broker/bytes/received", "$SYS/broker/bytes/sent"}
@@ -77,23 +78,35 @@ func (m *wireMeter) record(topic string, n int64) {
 	if n < m.last[topic] {
 		m.base[topic] += m.last[topic] // the broker restarted
 	}
-	m.last[topic] = n
+	m.last[topic], m.at = n, time.Now()
 	close(m.updated)
 	m.updated = make(chan struct{})
 }
 
+// sysInterval is the Mosquitto's sys_interval: how often it publishes the
+// counters.
+const sysInterval = time.Second
+
 // bytes returns the bytes received and sent so far, in all; settled, it
-// first waits for an update published a whole interval later (at most 3
-// s), which counts what passed until now.
+// first waits (at most three intervals) for an update that arrived a
+// whole interval after the call, which counts what passed until then.
 func (m *wireMeter) bytes(settled bool) int64 {
 	if settled {
-		time.Sleep(1100 * time.Millisecond)
-		m.mu.Lock()
-		updated := m.updated
-		m.mu.Unlock()
-		select {
-		case <-updated:
-		case <-time.After(2 * time.Second):
+		after := time.Now().Add(sysInterval)
+		deadline := time.After(3 * sysInterval)
+	wait:
+		for {
+			m.mu.Lock()
+			updated, fresh := m.updated, !m.at.Before(after)
+			m.mu.Unlock()
+			if fresh {
+				break
+			}
+			select {
+			case <-updated:
+			case <-deadline:
+				break wait
+			}
 		}
 	}
 	m.mu.Lock()
