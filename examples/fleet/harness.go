@@ -51,7 +51,6 @@ type PhaseResult struct {
 	// WireBytesPerWork is the bytes the broker received and sent during
 	// the phase per work it changed (over the run's own Mosquitto).
 	WireBytesPerWork int64 `json:"wireBytesPerWork,omitempty"`
-	wireBytes        int64
 	// AfterSeconds is how long the fleet took to converge after the
 	// steady phase's load stopped, or after broker-fault's server was back.
 	AfterSeconds float64 `json:"afterSeconds,omitempty"`
@@ -92,13 +91,9 @@ type harness struct {
 	faultFor    time.Duration
 	restartedAt time.Time
 	convergedAt time.Time // when the last phase converged
-	// restarted counts the works the agent hosts a phase restarted held.
-	restarted int
-	// The steady phase: changes a second, for how long, and how many the
-	// hub made.
+	// The steady phase: changes a second, and for how long.
 	steadyRate float64
 	steadyFor  time.Duration
-	changed    int
 }
 
 // part is a process the harness drives.
@@ -214,47 +209,33 @@ func (h *harness) run(ctx context.Context) (*Result, error) {
 	extra := max(total/10, 1) // the works the broker-fault phase adds
 	remaining := total - (total+9)/10
 	phases := []phaseSpec{
-		{name: "deliver", works: total, held: total, applied: total, do: func(ctx context.Context) error {
-			return h.hub.ctl.Call(ctx, "/create", createRequest{From: 0, Count: total}, nil)
+		{name: "deliver", held: total, applied: total, do: func(ctx context.Context) (int, error) {
+			return total, h.hub.ctl.Call(ctx, "/create", createRequest{From: 0, Count: total}, nil)
 		}},
-		{name: "update", works: total, held: total, applied: total, do: func(ctx context.Context) error {
-			return h.hub.ctl.Call(ctx, "/update", none{}, nil)
+		{name: "update", held: total, applied: total, do: func(ctx context.Context) (int, error) {
+			return total, h.hub.ctl.Call(ctx, "/update", none{}, nil)
 		}},
-		{name: "steady", held: total, applied: total, do: func(ctx context.Context) error {
+		{name: "steady", held: total, applied: total, loadFor: h.steadyFor, do: func(ctx context.Context) (int, error) {
 			var r steadyResult
 			err := h.hub.ctl.Call(ctx, "/steady", steadyRequest{PerSecond: h.steadyRate, Seconds: h.steadyFor.Seconds()}, &r)
-			h.changed = r.Changed
-			return err
+			return r.Changed, err
 		}},
-		{name: "delete", works: total - remaining, held: remaining, applied: remaining, do: func(ctx context.Context) error {
-			return h.hub.ctl.Call(ctx, "/delete", deleteRequest{Every: 10}, nil)
+		{name: "delete", held: remaining, applied: remaining, do: func(ctx context.Context) (int, error) {
+			return total - remaining, h.hub.ctl.Call(ctx, "/delete", deleteRequest{Every: 10}, nil)
 		}},
-		{name: "agent-restart", works: remaining, held: remaining, applied: remaining, do: h.restartAgentHosts},
-		{name: "broker-fault", works: extra, held: remaining + extra, applied: remaining + extra, do: func(ctx context.Context) error {
-			return h.hub.ctl.Call(ctx, "/create", createRequest{From: total, Count: extra}, nil)
+		{name: "agent-restart", held: remaining, applied: remaining, do: h.restartAgentHosts},
+		{name: "broker-fault", held: remaining + extra, applied: remaining + extra, do: func(ctx context.Context) (int, error) {
+			return extra, h.hub.ctl.Call(ctx, "/create", createRequest{From: total, Count: extra}, nil)
 		}, during: h.brokerFault(remaining + 1)},
 	}
 	if len(h.brokers) == 0 {
 		phases = phases[:len(phases)-1] // -broker's: not the harness's to kill
 	}
 	for _, ph := range phases {
-		h.restarted, h.restartedAt = 0, time.Time{}
+		h.restartedAt = time.Time{}
 		r, lost, err := h.phase(ctx, ph)
-		switch {
-		case err != nil:
-		case h.restarted > 0:
-			// What the restarted agents had to get back.
-			r.Works, r.WorksPerSec = h.restarted, float64(h.restarted)/r.Seconds
-		case ph.name == "steady":
-			// The rate the hub kept, and how long after the load the
-			// fleet caught up.
-			r.Works, r.WorksPerSec = h.changed, float64(h.changed)/h.steadyFor.Seconds()
-			r.AfterSeconds = r.Seconds - h.steadyFor.Seconds()
-		case !h.restartedAt.IsZero():
+		if err == nil && !h.restartedAt.IsZero() {
 			r.AfterSeconds = h.convergedAt.Sub(h.restartedAt).Seconds()
-		}
-		if r.Works > 0 {
-			r.WireBytesPerWork = r.wireBytes / int64(r.Works)
 		}
 		res.Phases = append(res.Phases, r)
 		if err != nil {
@@ -268,25 +249,30 @@ func (h *harness) run(ctx context.Context) (*Result, error) {
 // phaseSpec is a phase: what it does, and what the fleet holds once it
 // converged.
 type phaseSpec struct {
-	name  string
-	works int // that it changes
-	// do runs while the harness watches the fleet; during, if set, is
-	// called with each state the harness sees until the phase converged,
-	// which it cannot while during says it is busy.
-	do      func(context.Context) error
+	name string
+	// do runs while the harness watches the fleet, and returns how many
+	// works it changed (for agent-restart, those the restarted agents
+	// must get back); during, if set, is called with each state the
+	// harness sees until the phase converged, which it cannot while during
+	// says it is busy.
+	do      func(context.Context) (works int, err error)
 	during  func(context.Context, hubState) (busy bool, err error)
 	held    int // works the hub holds once converged
 	applied int // of them, Applied at their generation
+	// loadFor is how long do changes works at a steady rate, if it does:
+	// works/s is then the rate it kept, and the phase reports how long
+	// the fleet took to catch up after it.
+	loadFor time.Duration
 }
 
 // phase runs ph.do and waits until it returned and the hub holds ph.held
 // works, ph.applied of them Applied at their generation, and the agents
 // hold ph.held works too.
 func (h *harness) phase(ctx context.Context, ph phaseSpec) (PhaseResult, int, error) {
-	r := PhaseResult{Name: ph.name, Works: ph.works}
+	r := PhaseResult{Name: ph.name}
 	var before hubState
 	if err := h.hub.ctl.Call(ctx, "/state", none{}, &before); err != nil {
-		return r, ph.works, err
+		return r, ph.applied, err
 	}
 	var wireBefore int64
 	if h.wire != nil {
@@ -295,19 +281,26 @@ func (h *harness) phase(ctx context.Context, ph phaseSpec) (PhaseResult, int, er
 	began := time.Now()
 	ctx, cancel := context.WithTimeout(ctx, h.timeout)
 	defer cancel()
-	done := make(chan error, 1)
-	go func() { done <- ph.do(ctx) }()
+	type outcome struct {
+		works int
+		err   error
+	}
+	done := make(chan outcome, 1)
+	go func() {
+		n, err := ph.do(ctx)
+		done <- outcome{n, err}
+	}()
 	var s hubState
 	agentsHeld := 0
 	said, finished := began, false
 	for {
 		if !finished {
 			select {
-			case err := <-done:
-				if err != nil {
-					return r, ph.works, err
+			case o := <-done:
+				if o.err != nil {
+					return r, ph.applied, o.err
 				}
-				finished = true
+				r.Works, finished = o.works, true
 			default:
 			}
 		}
@@ -317,19 +310,19 @@ func (h *harness) phase(ctx context.Context, ph phaseSpec) (PhaseResult, int, er
 			}
 		}
 		if err := h.hub.ctl.Call(ctx, "/state", none{}, &s); err != nil {
-			return r, ph.works, err
+			return r, ph.applied, err
 		}
 		busy := false
 		if ph.during != nil {
 			var err error
 			if busy, err = ph.during(ctx, s); err != nil {
-				return r, ph.works, err
+				return r, ph.applied, err
 			}
 		}
 		if finished && !busy && s.Held == ph.held && s.Applied == ph.applied {
 			var err error
 			if agentsHeld, err = h.agentsHeld(ctx); err != nil {
-				return r, ph.works, err
+				return r, ph.applied, err
 			}
 			if agentsHeld == ph.held {
 				break
@@ -351,14 +344,17 @@ func (h *harness) phase(ctx context.Context, ph phaseSpec) (PhaseResult, int, er
 	d := h.convergedAt.Sub(began)
 	fmt.Fprintf(os.Stderr, "%-14s converged in %v\n", ph.name, d.Round(time.Millisecond))
 	h.sample()
-	r.Seconds, r.WorksPerSec = d.Seconds(), float64(ph.works)/d.Seconds()
+	r.Seconds, r.WorksPerSec = d.Seconds(), float64(r.Works)/d.Seconds()
+	if ph.loadFor > 0 {
+		r.WorksPerSec, r.AfterSeconds = float64(r.Works)/ph.loadFor.Seconds(), r.Seconds-ph.loadFor.Seconds()
+	}
 	lat := delta(s.Latency, before.Latency)
 	// No first status of the phase took longer than the phase: the
 	// histogram's buckets (each four times the last) are wider.
 	r.P50, r.P99, r.Max = quantile(lat, 0.5, d.Seconds()), quantile(lat, 0.99, d.Seconds()), quantile(lat, 1, d.Seconds())
 	r.Resent = s.Resent - before.Resent
-	if h.wire != nil {
-		r.wireBytes = h.wire.bytes(true) - wireBefore
+	if h.wire != nil && r.Works > 0 {
+		r.WireBytesPerWork = (h.wire.bytes(true) - wireBefore) / int64(r.Works)
 	}
 	return r, 0, nil
 }
@@ -421,16 +417,17 @@ func (h *harness) agentsHeld(ctx context.Context) (int, error) {
 
 // restartAgentHosts kills a tenth of the agent hosts (at least one) and
 // starts them again, with nothing: their agents get their works back from
-// the hub's answer to their resync.
-func (h *harness) restartAgentHosts(ctx context.Context) error {
+// the hub's answer to their resync. It returns how many they held.
+func (h *harness) restartAgentHosts(ctx context.Context) (int, error) {
+	held := 0
 	n := max(len(h.hosts)/10, 1)
 	for i := range n {
 		old := h.hosts[i]
 		var s agentsState
 		if err := old.ctl.Call(ctx, "/state", none{}, &s); err != nil {
-			return fmt.Errorf("%s: %w", old.Name, err)
+			return held, fmt.Errorf("%s: %w", old.Name, err)
 		}
-		h.restarted += s.Held
+		held += s.Held
 		old.Kill()
 		h.hostsMu.Lock()
 		h.killed = append(h.killed, old.Process)
@@ -438,13 +435,13 @@ func (h *harness) restartAgentHosts(ctx context.Context) error {
 		_ = os.Remove(filepath.Join(h.dir, old.Name+".addr"))
 		p, err := h.startPart(ctx, old.Name, old.args...)
 		if err != nil {
-			return err
+			return held, err
 		}
 		h.hostsMu.Lock()
 		h.hosts[i] = p
 		h.hostsMu.Unlock()
 	}
-	return nil
+	return held, nil
 }
 
 // startPart starts this program as a part of the fleet (args[0], its role)

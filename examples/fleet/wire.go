@@ -16,16 +16,16 @@ import (
 // restarts of the broker, which start them again at 0.
 type wireMeter struct {
 	mu      sync.Mutex
-	last    map[string]int64 // counter → its value as last published
-	base    map[string]int64 // counter → what it had before its restarts
-	updated chan struct{}    // closed and replaced at each update
-	at      time.Time        // when the last update arrived
+	last    map[string]int64     // counter → its value as last published
+	base    map[string]int64     // counter → what it had before its restarts
+	updated chan struct{}        // closed and replaced at each update
+	at      map[string]time.Time // counter → when its last update arrived
 }
 
 var sysBytes = []string{"$SYS/broker/bytes/received", "$SYS/broker/bytes/sent"}
 
 func newWireMeter() *wireMeter {
-	return &wireMeter{last: map[string]int64{}, base: map[string]int64{}, updated: make(chan struct{})}
+	return &wireMeter{last: map[string]int64{}, base: map[string]int64{}, at: map[string]time.Time{}, updated: make(chan struct{})}
 }
 
 // follow reads the counters of the Mosquitto at addr until ctx ends,
@@ -78,7 +78,7 @@ func (m *wireMeter) record(topic string, n int64) {
 	if n < m.last[topic] {
 		m.base[topic] += m.last[topic] // the broker restarted
 	}
-	m.last[topic], m.at = n, time.Now()
+	m.last[topic], m.at[topic] = n, time.Now()
 	close(m.updated)
 	m.updated = make(chan struct{})
 }
@@ -97,7 +97,10 @@ func (m *wireMeter) bytes(settled bool) int64 {
 	wait:
 		for {
 			m.mu.Lock()
-			updated, fresh := m.updated, !m.at.Before(after)
+			updated, fresh := m.updated, true
+			for _, t := range sysBytes {
+				fresh = fresh && !m.at[t].Before(after)
+			}
 			m.mu.Unlock()
 			if fresh {
 				break
