@@ -362,6 +362,52 @@ func TestLifecycle(t *testing.T) {
 	}
 }
 
+// connectCounter is a Lister told of every connect
+// (generic.ConnectionWatcher).
+type connectCounter struct {
+	*store
+	connects chan struct{}
+}
+
+func (c connectCounter) Connected() { c.connects <- struct{}{} }
+
+// A Lister that watches the connection is told of the first connect and of
+// every reconnect, as many times as they happen.
+func TestAListerIsToldOfEveryConnect(t *testing.T) {
+	t.Parallel()
+	b := memory.NewBroker()
+	tr := b.Transport()
+	lister := connectCounter{store: newStore(), connects: make(chan struct{}, 10)}
+	c, err := generic.NewAgentClient[*widget]("c1", tr, lister, hashWidget, []generic.Codec[*widget]{widgetCodec{}}, generic.WithErrorHandler(quiet), generic.WithLogger(testLogger()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if err := c.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close(ctx)
+	const reconnects = 3
+	timeout := time.After(time.Minute)
+	for i := range 1 + reconnects {
+		select {
+		case <-lister.connects:
+		case <-timeout:
+			t.Fatalf("the lister was told of %d connects, want %d", i, 1+reconnects)
+		}
+		if i < reconnects {
+			tr.Disconnect()
+			tr.Reconnect()
+		}
+	}
+	if err := c.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(lister.connects); n != 0 {
+		t.Errorf("the lister was told of %d connects more than happened", n)
+	}
+}
+
 // refusingTransport fails every Start, as a broker that refuses the
 // client does.
 type refusingTransport struct{ options.Transport }

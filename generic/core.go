@@ -473,6 +473,11 @@ func (c *core[T]) Connected() {
 	c.cfg.observer.Connected(c.side)
 	c.log.V(2).Info("connected; resyncing")
 	c.queueResync(types.DataType{})
+	if w, ok := c.lister.(ConnectionWatcher); ok {
+		if err := safely(func() error { w.Connected(); return nil }); err != nil {
+			c.cfg.errorHandler(c.ctx, err, "the lister's Connected failed")
+		}
+	}
 }
 
 // queueResync queues a resync request for dt (zero: every data type).

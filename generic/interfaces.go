@@ -112,6 +112,16 @@ type SourceLister interface {
 	Sources(clusterName string) ([]string, error)
 }
 
+// ConnectionWatcher is an optional interface of a Lister. The client calls
+// Connected after every connect of its transport, on the transport's
+// goroutine, so it must not block. A caller that publishes off its own
+// goroutine can send then what failed while the transport was away: a
+// peer's resync finds such an object only if the peer's request comes after
+// this side is back, and the two sides reconnect in no particular order.
+type ConnectionWatcher interface {
+	Connected()
+}
+
 // VersionRepairer is an optional interface of a source's Lister. When an
 // agent holds a resource at a newer version than the source's Lister lists —
 // the source lost its versions, for example an in-memory store that

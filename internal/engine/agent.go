@@ -110,7 +110,10 @@ func splitKeys(joined string) iter.Seq[string] {
 	}
 }
 
-var _ backend[Object] = (*agent[Object])(nil)
+var (
+	_ backend[Object]           = (*agent[Object])(nil)
+	_ generic.ConnectionWatcher = (*agent[Object])(nil)
+)
 
 func (a *agent[T]) objects() *store.Store[T] { return a.st }
 
@@ -694,6 +697,9 @@ func (a *agent[T]) sendDeleted(ctx context.Context, obj T) {
 func (a *agent[T]) publish(ctx context.Context, obj T) error {
 	return a.client.Publish(ctx, types.EventType{SubResource: types.SubResourceStatus, Action: types.UpdateRequest}, obj)
 }
+
+// Connected implements generic.ConnectionWatcher.
+func (a *agent[T]) Connected() { a.pub.connected() }
 
 // List implements generic.Lister: the objects of one source, or of all, of
 // every data type (the client keeps those of the data type it lists).

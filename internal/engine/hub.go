@@ -55,7 +55,10 @@ type hub[T Object] struct {
 	reports map[kubetypes.UID]bool // present once an agent reported on the object; true once it reported it deleted
 }
 
-var _ backend[Object] = (*hub[Object])(nil)
+var (
+	_ backend[Object]           = (*hub[Object])(nil)
+	_ generic.ConnectionWatcher = (*hub[Object])(nil)
+)
 
 func (h *hub[T]) objects() *store.Store[T] { return h.st }
 
@@ -386,6 +389,9 @@ func (h *hub[T]) publish(ctx context.Context, client *generic.SourceClient[T], o
 	}
 	return client.Publish(ctx, types.EventType{DataType: h.dataType, SubResource: types.SubResourceSpec, Action: action}, obj)
 }
+
+// Connected implements generic.ConnectionWatcher.
+func (h *hub[T]) Connected() { h.pub.connected() }
 
 // List implements generic.Lister: the objects of a cluster. Every object
 // of the hub's store belongs to this source, under the data type it

@@ -2,9 +2,11 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -16,10 +18,11 @@ import (
 	"github.com/workwire/sdk-go/options"
 )
 
-// publishAttempts bounds the retries of one publish. Past it, a source
-// sends it again when it goes unacknowledged (generic.WithSpecResend), and
-// the peer's next resync finds it missing. Permanent errors
-// (generic.Permanent) are not retried.
+// publishAttempts bounds the retries of one publish. Past it, or at once
+// when the transport is not connected, the object waits for the transport's
+// next connect (publisher.connected); a source also sends it again when it
+// goes unacknowledged (generic.WithSpecResend), and the peer's next resync
+// finds it missing. Permanent errors (generic.Permanent) are not retried.
 const publishAttempts = 8
 
 // publishRetry paces them: 200ms doubling per attempt up to 30s, with
@@ -36,6 +39,7 @@ type publisher[T Object] struct {
 	send    func(ctx context.Context, obj T) error
 	log     logr.Logger
 	onError generic.ErrorHandler
+	retry   options.Backoff // publishRetry but in tests
 	q       *queue.Queue[kubetypes.UID, *pubTask[T]]
 
 	// resend, when set (an agent's WithStatusResend), sends an object again
@@ -48,6 +52,13 @@ type publisher[T Object] struct {
 	latest func(kubetypes.UID) (T, bool)
 	mu     sync.Mutex
 	resent map[kubetypes.UID]int64
+
+	// parked holds, per object, the send that failed for want of a
+	// connection, to go again at the transport's next connect; connects
+	// counts the connects, so a send that failed just before one is not
+	// parked past it. Both under mu.
+	parked   map[kubetypes.UID]*pubTask[T]
+	connects atomic.Uint64
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -71,7 +82,9 @@ func newPublisher[T Object](noun string, send func(context.Context, T) error, lo
 		send:    send,
 		log:     log,
 		onError: onError,
+		retry:   publishRetry,
 		q:       queue.New[kubetypes.UID](2, newerTask[T]),
+		parked:  make(map[kubetypes.UID]*pubTask[T]),
 		ctx:     ctx,
 		cancel:  cancel,
 	}
@@ -101,7 +114,39 @@ func rv(obj Object) uint64 {
 // enqueue queues obj to be published, as a child of the span of ctx. obj
 // is a snapshot that must not change afterwards.
 func (p *publisher[T]) enqueue(ctx context.Context, obj T) {
+	p.mu.Lock()
+	delete(p.parked, obj.GetUID()) // obj supersedes it, and must not be overtaken by it
+	p.mu.Unlock()
 	p.q.Add(obj.GetUID(), lane(obj), &pubTask[T]{obj: obj, span: trace.SpanContextFromContext(ctx)})
+}
+
+// connected queues again what waits for a connection. The client calls it
+// after every connect of its transport (generic.ConnectionWatcher).
+func (p *publisher[T]) connected() {
+	p.mu.Lock()
+	p.connects.Add(1)
+	parked := p.parked
+	p.parked = make(map[kubetypes.UID]*pubTask[T])
+	p.mu.Unlock()
+	if len(parked) > 0 {
+		p.log.V(2).Info("connected; sending again what failed while away", p.noun+"s", len(parked))
+	}
+	for uid, t := range parked {
+		p.q.Add(uid, lane(t.obj), &pubTask[T]{obj: t.obj, span: t.span, resend: t.resend})
+	}
+}
+
+// park keeps t, whose send failed, for the transport's next connect, or
+// queues it again now if one came since the send began (seen).
+func (p *publisher[T]) park(uid kubetypes.UID, t *pubTask[T], seen uint64) {
+	p.mu.Lock()
+	if p.connects.Load() == seen {
+		p.parked[uid] = t
+		p.mu.Unlock()
+		return
+	}
+	p.mu.Unlock()
+	p.q.Add(uid, lane(t.obj), &pubTask[T]{obj: t.obj, span: t.span, resend: t.resend})
 }
 
 func lane(obj Object) int {
@@ -141,6 +186,7 @@ func (p *publisher[T]) run() {
 		if t.span.IsValid() {
 			ctx = trace.ContextWithSpanContext(ctx, t.span)
 		}
+		seen := p.connects.Load()
 		err := p.send(ctx, t.obj)
 		switch {
 		case err == nil:
@@ -151,14 +197,20 @@ func (p *publisher[T]) run() {
 			// the object can go out.
 			p.onError(p.ctx, fmt.Errorf("publish %s %s: %w", p.noun, key(t.obj), err), "cannot publish it; not retried, it stays undelivered until it changes",
 				p.noun, key(t.obj), "uid", t.obj.GetUID(), "generation", t.obj.GetGeneration())
-		case t.attempt+1 < publishAttempts && !p.q.Pending(uid):
+		case p.q.Pending(uid):
+			// A newer snapshot waits: it goes instead.
+		case errors.Is(err, options.ErrNotConnected):
+			p.log.V(2).Info("publish failed; sending it when the transport connects", p.noun, key(t.obj), "err", err)
+			p.park(uid, t, seen)
+		case t.attempt+1 < publishAttempts:
 			t.attempt++
-			d := publishRetry.Delay(t.attempt - 1)
+			d := p.retry.Delay(t.attempt - 1)
 			p.log.V(2).Info("publish failed; retrying", p.noun, key(t.obj), "attempt", t.attempt, "after", d, "err", err)
 			p.q.AddAfter(uid, lane(t.obj), t, d, nil)
 		default:
-			p.onError(p.ctx, fmt.Errorf("publish %s %s: %w", p.noun, key(t.obj), err), "publish failed; resync will deliver it",
+			p.onError(p.ctx, fmt.Errorf("publish %s %s: %w", p.noun, key(t.obj), err), "publish failed; sent again at the transport's next connect, or by resync",
 				p.noun, key(t.obj), "uid", t.obj.GetUID(), "generation", t.obj.GetGeneration())
+			p.park(uid, t, seen)
 		}
 		p.q.Done(uid)
 	}
