@@ -27,33 +27,45 @@ func fleetBinary(t *testing.T) string {
 	return bin
 }
 
-// A small fleet converges in every phase, and its processes end with it.
+// A small fleet converges in every phase, and its processes end with it:
+// over Mosquitto, and over two gRPC brokers on PostgreSQL where there is
+// one.
 func TestASmallFleetConverges(t *testing.T) {
 	bin := fleetBinary(t)
-	dir := t.TempDir()
-	cmd := exec.Command(bin, "-clusters", "12", "-works-per-cluster", "5", "-agents-per-host", "4",
-		"-steady-rate", "40", "-steady-for", "1s", "-fault-for", "1s", "-json", "-dir", dir)
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("%v: %s", err, out)
-	}
-	var r Result
-	if err := json.Unmarshal(out, &r); err != nil {
-		t.Fatalf("%v: %s", err, out)
-	}
-	if r.Lost != 0 || len(r.Phases) != 6 {
-		t.Errorf("lost %d, phases %+v", r.Lost, r.Phases)
-	}
-	kinds := map[string]ProcessUsage{}
-	for _, p := range r.Processes {
-		kinds[p.Kind] = p
-	}
-	// 3 hosts of 4 agents.
-	if kinds["agents"].Processes != 3 || kinds["hub"].PeakRSS == 0 || kinds["broker"].CPUSeconds < 0 {
-		t.Errorf("processes: %+v", r.Processes)
-	}
-	if left := running(t, dir); len(left) > 0 {
-		t.Errorf("still running after the run: %v", left)
+	for _, tc := range []struct {
+		transport string
+		brokers   int
+	}{{"mqtt", 1}, {"grpc", 2}} {
+		t.Run(tc.transport, func(t *testing.T) {
+			if tc.transport == "grpc" && os.Getenv("WORKWIRE_POSTGRES_DSN") == "" {
+				t.Skip("WORKWIRE_POSTGRES_DSN is not set: no PostgreSQL for the gRPC brokers")
+			}
+			dir := t.TempDir()
+			cmd := exec.Command(bin, "-transport", tc.transport, "-clusters", "12", "-works-per-cluster", "5", "-agents-per-host", "4",
+				"-steady-rate", "40", "-steady-for", "1s", "-fault-for", "1s", "-json", "-dir", dir)
+			out, err := cmd.Output()
+			if err != nil {
+				t.Fatalf("%v: %s", err, out)
+			}
+			var r Result
+			if err := json.Unmarshal(out, &r); err != nil {
+				t.Fatalf("%v: %s", err, out)
+			}
+			if r.Lost != 0 || len(r.Phases) != 6 {
+				t.Errorf("lost %d, phases %+v", r.Lost, r.Phases)
+			}
+			kinds := map[string]ProcessUsage{}
+			for _, p := range r.Processes {
+				kinds[p.Kind] = p
+			}
+			// 3 hosts of 4 agents.
+			if kinds["agents"].Processes != 3 || kinds["hub"].PeakRSS == 0 || kinds["broker"].Processes != tc.brokers {
+				t.Errorf("processes: %+v", r.Processes)
+			}
+			if left := running(t, dir); len(left) > 0 {
+				t.Errorf("still running after the run: %v", left)
+			}
+		})
 	}
 }
 

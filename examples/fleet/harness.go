@@ -74,6 +74,11 @@ type harness struct {
 	dir, self string
 
 	brokers []*proc.Process // the broker's servers
+	// readyz are their admin ports' readiness URLs, where they have them
+	// (the gRPC brokers): one restarted is waited for until it is ready.
+	readyz []string
+	// closers undo, last first, what the run made besides processes.
+	closers []func()
 	hub     *part
 	// hosts are the agent hosts; hostsMu guards them and killed, which
 	// the agent-restart phase changes while the harness samples them.
@@ -149,6 +154,9 @@ func runHarness(ctx context.Context, args []string) error {
 	}
 	res, err := h.run(ctx)
 	h.stop()
+	for _, c := range slices.Backward(h.closers) {
+		c()
+	}
 	res.Processes = h.usage()
 	if *asJSON {
 		b, _ := json.Marshal(res)
@@ -375,8 +383,8 @@ func (h *harness) exited() error {
 
 // brokerFault returns a phase's during: once the hub has applied works
 // Applied (the first of the phase's, mid-deliver), it kills the broker's
-// first server (a third of a NATS cluster,
-// all of a Mosquitto), and after -fault-for starts it again.
+// first server (one of three NATS servers, one of two gRPC replicas, all
+// of a Mosquitto), and after -fault-for starts it again.
 func (h *harness) brokerFault(applied int) func(context.Context, hubState) (bool, error) {
 	var killedAt time.Time
 	return func(ctx context.Context, s hubState) (bool, error) {
@@ -392,6 +400,11 @@ func (h *harness) brokerFault(applied int) func(context.Context, hubState) (bool
 			p, err := h.brokers[0].Again()
 			if err != nil {
 				return false, err
+			}
+			if len(h.readyz) > 0 {
+				if err := awaitReady(ctx, h.readyz[0], p); err != nil {
+					return false, err
+				}
 			}
 			h.brokers[0], h.down = p, nil
 			h.restartedAt = time.Now()
@@ -469,8 +482,11 @@ func (h *harness) startBroker(ctx context.Context) error {
 	if h.c.broker != "" {
 		return nil
 	}
-	if h.c.transport == "nats" {
+	switch h.c.transport {
+	case "nats":
 		return h.startNATS(ctx)
+	case "grpc":
+		return h.startGRPC(ctx)
 	}
 	return h.startMosquitto(ctx)
 }

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"math"
 	"net/http"
 	"regexp"
 	"slices"
@@ -54,9 +55,9 @@ type bucket struct {
 	Count      uint64  `json:"count"`
 }
 
-// runHub is `fleet hub`: one work holder over the broker, which creates,
-// updates and deletes the works the harness asks for, and counts what
-// its agents report.
+// runHub is `fleet hub`: one work holder over the broker (over gRPC, the
+// database the brokers serve), which creates, updates and deletes the
+// works the harness asks for, and counts what its agents report.
 func runHub(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("hub", flag.ContinueOnError)
 	var c common
@@ -64,27 +65,21 @@ func runHub(ctx context.Context, args []string) error {
 	if err := cmdutil.Parse(fs, args); err != nil {
 		return err
 	}
-	reg := prometheus.NewRegistry()
-	obs, err := metrics.NewObserver(reg)
+	var (
+		works hubWorks
+		err   error
+	)
+	if c.transport == "grpc" {
+		works, err = openDBWorks(ctx, c)
+	} else {
+		works, err = startHolderWorks(ctx, c)
+	}
 	if err != nil {
 		return err
 	}
-	cfg, err := c.transportConfig()
-	if err != nil {
-		return err
-	}
-	h, err := work.NewClientHolderBuilder(cfg).WithSourceID(hubID).WithLogger(logr.Discard()).
-		WithSourceOptions(generic.WithObserver(obs)).NewClientHolder()
-	if err != nil {
-		return err
-	}
-	if err := h.Start(ctx); err != nil {
-		return err
-	}
-	defer h.Close(context.Background())
-	obs.Track(generic.SideSource, h.Stats)
+	defer works.close()
 
-	hub := &hub{holder: h, reg: reg, c: c}
+	hub := &hub{works: works, c: c}
 	mux := http.NewServeMux()
 	mux.Handle("/create", control.Handle(hub.create))
 	mux.Handle("/update", control.Handle(hub.update))
@@ -98,10 +93,97 @@ func runHub(ctx context.Context, args []string) error {
 }
 
 type hub struct {
+	works hubWorks
+	c     common
+}
+
+// hubWorks are where a hub keeps its works, as a controller sees them.
+type hubWorks interface {
+	create(ctx context.Context, w *workv1.ManifestWork) error
+	// update writes w, which names the resourceVersion it was read at.
+	update(ctx context.Context, w *workv1.ManifestWork) error
+	remove(ctx context.Context, namespace, name string) error
+	// get and all are the works as the hub holds them now, deleted or
+	// not; they must not be changed.
+	get(namespace, name string) (*workv1.ManifestWork, error)
+	all() []*workv1.ManifestWork
+	// latency is the first-status latency histogram and the count of
+	// specs sent again, as they are now, from the client that sends the
+	// specs.
+	latency() ([]bucket, int64, error)
+	close()
+}
+
+// holderWorks are a work holder's, over the broker: a hub as most are.
+type holderWorks struct {
 	holder *work.ClientHolder
 	reg    *prometheus.Registry
-	c      common
 }
+
+func startHolderWorks(ctx context.Context, c common) (*holderWorks, error) {
+	reg := prometheus.NewRegistry()
+	obs, err := metrics.NewObserver(reg)
+	if err != nil {
+		return nil, err
+	}
+	cfg, err := c.transportConfig()
+	if err != nil {
+		return nil, err
+	}
+	h, err := work.NewClientHolderBuilder(cfg).WithSourceID(hubID).WithLogger(logr.Discard()).
+		WithSourceOptions(generic.WithObserver(obs)).NewClientHolder()
+	if err != nil {
+		return nil, err
+	}
+	if err := h.Start(ctx); err != nil {
+		return nil, err
+	}
+	obs.Track(generic.SideSource, h.Stats)
+	return &holderWorks{holder: h, reg: reg}, nil
+}
+
+func (h *holderWorks) create(ctx context.Context, w *workv1.ManifestWork) error {
+	_, err := h.holder.WorkInterface().WorkV1().ManifestWorks(w.Namespace).Create(ctx, w, metav1.CreateOptions{})
+	return err
+}
+
+func (h *holderWorks) update(ctx context.Context, w *workv1.ManifestWork) error {
+	_, err := h.holder.WorkInterface().WorkV1().ManifestWorks(w.Namespace).Update(ctx, w, metav1.UpdateOptions{})
+	return err
+}
+
+func (h *holderWorks) remove(ctx context.Context, namespace, name string) error {
+	return h.holder.WorkInterface().WorkV1().ManifestWorks(namespace).Delete(ctx, name, metav1.DeleteOptions{})
+}
+
+func (h *holderWorks) get(namespace, name string) (*workv1.ManifestWork, error) {
+	return h.holder.ManifestWorkInformer().Lister().ManifestWorks(namespace).Get(name)
+}
+
+func (h *holderWorks) all() []*workv1.ManifestWork {
+	all, _ := h.holder.ManifestWorkInformer().Lister().List(labels.Everything())
+	return all
+}
+
+func (h *holderWorks) latency() ([]bucket, int64, error) {
+	families, err := h.reg.Gather()
+	if err != nil {
+		return nil, 0, err
+	}
+	var latency []bucket
+	var resent int64
+	for _, f := range families {
+		switch f.GetName() {
+		case "workwire_first_status_latency_seconds":
+			latency = histogram(f)
+		case "workwire_specs_resent_total":
+			resent = counter(f)
+		}
+	}
+	return latency, resent, nil
+}
+
+func (h *holderWorks) close() { _ = h.holder.Close(context.Background()) }
 
 type none struct{}
 
@@ -123,7 +205,7 @@ func (h *hub) create(ctx context.Context, r createRequest) (none, error) {
 			w := tmpl.DeepCopy()
 			w.Name, w.Namespace = fmt.Sprintf("work-%d", i), benchworks.ClusterName(i, h.c.clusters)
 			w.Spec.Workload.Manifests[0].Raw = bytes.ReplaceAll(raw, []byte(`"work-0"`), []byte(`"`+w.Name+`"`))
-			if _, err := h.holder.WorkInterface().WorkV1().ManifestWorks(w.Namespace).Create(ctx, w, metav1.CreateOptions{}); err != nil {
+			if err := h.works.create(ctx, w); err != nil {
 				return fmt.Errorf("%s/%s: %w", w.Namespace, w.Name, err)
 			}
 			return nil
@@ -143,17 +225,15 @@ func (h *hub) change(ctx context.Context, w *workv1.ManifestWork) error {
 		m := &w.Spec.Workload.Manifests[i]
 		m.Raw = replicas.ReplaceAll(m.Raw, n)
 	}
-	_, err := h.holder.WorkInterface().WorkV1().ManifestWorks(w.Namespace).Update(ctx, w, metav1.UpdateOptions{})
-	return err
+	return h.works.update(ctx, w)
 }
 
 // changeLatest changes the work w names as the hub holds it now: one
 // changed a moment ago may not be in the lister yet, and its Update then
 // conflicts.
 func (h *hub) changeLatest(ctx context.Context, w *workv1.ManifestWork) error {
-	lister := h.holder.ManifestWorkInformer().Lister().ManifestWorks(w.Namespace)
 	return retry.RetryOnConflict(retry.DefaultBackoff, func() error {
-		cur, err := lister.Get(w.Name)
+		cur, err := h.works.get(w.Namespace, w.Name)
 		if err != nil {
 			return err
 		}
@@ -225,7 +305,7 @@ func (h *hub) remove(ctx context.Context, r deleteRequest) (none, error) {
 		}
 	}
 	return none{}, h.each(ctx, doomed, func(ctx context.Context, w *workv1.ManifestWork) error {
-		return h.holder.WorkInterface().WorkV1().ManifestWorks(w.Namespace).Delete(ctx, w.Name, metav1.DeleteOptions{})
+		return h.works.remove(ctx, w.Namespace, w.Name)
 	})
 }
 
@@ -247,9 +327,8 @@ func (h *hub) each(ctx context.Context, works []*workv1.ManifestWork, f func(con
 // list is every work the hub holds that is not being deleted, in a fixed
 // order.
 func (h *hub) list() []*workv1.ManifestWork {
-	all, _ := h.holder.ManifestWorkInformer().Lister().List(labels.Everything())
-	out := all[:0]
-	for _, w := range all {
+	var out []*workv1.ManifestWork
+	for _, w := range h.works.all() {
 		if w.DeletionTimestamp == nil {
 			out = append(out, w)
 		}
@@ -259,38 +338,36 @@ func (h *hub) list() []*workv1.ManifestWork {
 }
 
 func (h *hub) state(context.Context, none) (hubState, error) {
-	all, err := h.holder.ManifestWorkInformer().Lister().List(labels.Everything())
-	if err != nil {
-		return hubState{}, err
-	}
+	all := h.works.all()
 	s := hubState{Held: len(all)}
 	for _, w := range all {
 		if c := meta.FindStatusCondition(w.Status.Conditions, workv1.WorkApplied); c != nil && c.Status == metav1.ConditionTrue && c.ObservedGeneration == w.Generation {
 			s.Applied++
 		}
 	}
-	families, err := h.reg.Gather()
-	if err != nil {
-		return hubState{}, err
-	}
-	for _, f := range families {
-		switch f.GetName() {
-		case "workwire_first_status_latency_seconds":
-			s.Latency = histogram(f)
-		case "workwire_specs_resent_total":
-			for _, m := range f.GetMetric() {
-				s.Resent += int64(m.GetCounter().GetValue())
-			}
-		}
-	}
-	return s, nil
+	var err error
+	s.Latency, s.Resent, err = h.works.latency()
+	return s, err
 }
 
-// histogram sums a histogram family's series.
+// counter sums a counter family's series.
+func counter(f *dto.MetricFamily) int64 {
+	var n int64
+	for _, m := range f.GetMetric() {
+		n += int64(m.GetCounter().GetValue())
+	}
+	return n
+}
+
+// histogram sums a histogram family's series, but for their +Inf bucket,
+// which the text format has (and JSON cannot hold).
 func histogram(f *dto.MetricFamily) []bucket {
 	var out []bucket
 	for _, m := range f.GetMetric() {
 		for i, b := range m.GetHistogram().GetBucket() {
+			if math.IsInf(b.GetUpperBound(), 1) {
+				break
+			}
 			if i == len(out) {
 				out = append(out, bucket{UpperBound: b.GetUpperBound()})
 			}

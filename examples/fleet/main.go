@@ -5,6 +5,7 @@
 //
 //	go -C examples/fleet run . -clusters 1000 -works-per-cluster 100
 //	go -C examples/fleet run . -short      # CI's size
+//	go -C examples/fleet run . -short -transport grpc   # two gRPC brokers over $WORKWIRE_POSTGRES_DSN
 //
 // Phases, in order:
 //
@@ -17,7 +18,8 @@
 //	               empty → every agent holds its works again, all Applied
 //	broker-fault   the hub creates a tenth more works, and once the first is
 //	               Applied the broker's first server is killed (one of three
-//	               NATS servers; Mosquitto, all of it) and started again after
+//	               NATS servers; one of two gRPC replicas, whose agents move
+//	               to the other; Mosquitto, all of it) and started again after
 //	               -fault-for → every work Applied (and how long after)
 //
 // For each it reports the time to converge, works/s, first-status latency
@@ -40,6 +42,7 @@ import (
 
 	"github.com/workwire/sdk-go/examples/internal/cmdutil"
 	"github.com/workwire/sdk-go/options"
+	"github.com/workwire/sdk-go/options/grpc"
 	"github.com/workwire/sdk-go/options/mqtt"
 	"github.com/workwire/sdk-go/options/nats"
 )
@@ -68,23 +71,28 @@ type common struct {
 	clusters, worksPerCluster  int
 	manifestBytes              int
 	replicas                   int // of a NATS stream
+	// Over gRPC: the database the brokers serve, and their admin ports'
+	// metrics, comma-separated.
+	postgres, metrics string
 }
 
 func (c *common) register(fs *flag.FlagSet) {
-	fs.StringVar(&c.transport, "transport", "mqtt", "the broker's kind: mqtt (a Mosquitto) or nats (a cluster of three NATS servers, the stream replicated on each)")
+	fs.StringVar(&c.transport, "transport", "mqtt", "the broker's kind: mqtt (a Mosquitto), nats (a cluster of three NATS servers, the stream replicated on each) or grpc (two replicas of workwire's broker over one PostgreSQL database, behind one address)")
 	fs.StringVar(&c.broker, "broker", "", "the broker's address")
 	fs.StringVar(&c.control, "control", "", "the file to write the control port's address to")
 	fs.IntVar(&c.clusters, "clusters", 200, "clusters in the fleet")
 	fs.IntVar(&c.worksPerCluster, "works-per-cluster", 20, "works per cluster")
 	fs.IntVar(&c.manifestBytes, "manifest-bytes", 1000, "size of each work's Deployment manifest")
 	fs.IntVar(&c.replicas, "replicas", 0, "the NATS stream's replicas (default: one per server the harness starts)")
+	fs.StringVar(&c.postgres, "postgres-dsn", os.Getenv("WORKWIRE_POSTGRES_DSN"), "over gRPC, the PostgreSQL database whose works the brokers serve (the harness makes a schema of its own in it, and drops it after) (default $WORKWIRE_POSTGRES_DSN)")
+	fs.StringVar(&c.metrics, "metrics", "", "over gRPC, the brokers' metrics URLs, comma-separated")
 }
 
 // args are the flags that tell a part what c says.
 func (c *common) args() []string {
 	return []string{"-transport", c.transport, "-broker", c.broker, "-clusters", fmt.Sprint(c.clusters),
 		"-works-per-cluster", fmt.Sprint(c.worksPerCluster), "-manifest-bytes", fmt.Sprint(c.manifestBytes),
-		"-replicas", fmt.Sprint(c.replicas)}
+		"-replicas", fmt.Sprint(c.replicas), "-postgres-dsn", c.postgres, "-metrics", c.metrics}
 }
 
 // transportConfig is a client's config of the broker.
@@ -94,6 +102,8 @@ func (c *common) transportConfig() (options.TransportConfig, error) {
 		return &mqtt.Config{BrokerHost: c.broker}, nil
 	case "nats":
 		return &nats.Config{URL: c.broker, Replicas: c.replicas}, nil
+	case "grpc":
+		return &grpc.Config{ServerAddress: c.broker}, nil
 	}
-	return nil, fmt.Errorf("-transport %q: want mqtt or nats", c.transport)
+	return nil, fmt.Errorf("-transport %q: want mqtt, nats or grpc", c.transport)
 }

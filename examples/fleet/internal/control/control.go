@@ -123,7 +123,7 @@ func (c *Client) Call(ctx context.Context, path string, in, out any) error {
 	req.Header.Set("Content-Type", "application/json")
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		return err
+		return fmt.Errorf("%s: %w", path, err)
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
@@ -133,5 +133,8 @@ func (c *Client) Call(ctx context.Context, path string, in, out any) error {
 	if out == nil {
 		return nil
 	}
-	return json.NewDecoder(resp.Body).Decode(out)
+	if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
+		return fmt.Errorf("%s: decode the answer: %w", path, err)
+	}
+	return nil
 }
