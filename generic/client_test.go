@@ -626,7 +626,8 @@ func TestPublishRefusesAnInvalidEvent(t *testing.T) {
 // A source that holds no status at all sends an empty status resync
 // request, which asks for every status, rather than an entry per object to
 // every agent; one that holds some sends every entry, NoStatus included,
-// and agents answer for both kinds.
+// and agents answer for both kinds; one whose works are of more than a few
+// clusters asks for every status again.
 func TestASourceWithoutStatusesAsksForEveryStatus(t *testing.T) {
 	t.Parallel()
 	b := memory.NewBroker()
@@ -695,6 +696,20 @@ func TestASourceWithoutStatusesAsksForEveryStatus(t *testing.T) {
 	}
 	if noStatus != 2 {
 		t.Errorf("%d entries of NoStatus, want 2", noStatus)
+	}
+
+	// Works of nine clusters: the hashes would go to every agent, each
+	// needing an eighth of them or less; it asks for every status instead.
+	for i := range 8 {
+		w := newWidget(src, fmt.Sprint("other", i), "w", "s", 1)
+		w.Status = "applied"
+		hubStore.put(w)
+	}
+	spy = &spyTransport{Transport: b.Transport()}
+	startSource(t, src, spy, hubStore)
+	eventually(t, "a status resync request", func() bool { return len(requests(spy)) > 0 })
+	if got := requests(spy); len(got) != 1 || len(got[0].StatusHashes) != 0 {
+		t.Errorf("a source with works of 9 clusters sent %v, want one empty request", got)
 	}
 }
 

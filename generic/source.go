@@ -473,13 +473,26 @@ func (s *SourceClient[T]) sendOrphanDelete(ctx context.Context, dt types.DataTyp
 	return s.c.send(ctx, options.Route{Role: options.RoleSpec, Source: s.c.id, Cluster: cluster}, et, evt)
 }
 
+// hashedClusters bounds the clusters a status resync request carries
+// hashes for. The request is a broadcast: every agent receives every
+// entry, though only its own cluster's concern it, so the hashes cost
+// about a hundred bytes per work per agent, and past a few clusters more
+// than asking every agent for every status (a few hundred bytes per work,
+// once). At 1,000 clusters of 100 works each, the hashes were 10 MB per
+// agent, 10 GB queued in one Mosquitto.
+const hashedClusters = 8
+
 // requestResync sends a status resync request with the hash of every status
-// we hold for dt, or an empty one (every status) if we hold none.
+// we hold for dt, or an empty one (every status) if we hold none or hold
+// works of more than hashedClusters clusters.
 func (s *SourceClient[T]) requestResync(ctx context.Context, dt types.DataType) error {
 	c := s.c
 	objs, err := c.lister.List(ListOptions{Source: c.id, DataType: dt})
 	if err != nil {
 		return fmt.Errorf("list %s for status resync: %w", dt, err)
+	}
+	if codec, err := c.codecs.get(dt); err == nil && manyClusters(objs, codec.cluster) {
+		objs = nil
 	}
 	entries := make([]types.StatusHash, 0, len(objs))
 	for _, o := range objs {
@@ -510,6 +523,19 @@ func (s *SourceClient[T]) requestResync(ctx context.Context, dt types.DataType) 
 	}
 	c.log.V(2).Info("sent status resync", "dataType", dt, "resources", len(entries), "events", len(events))
 	return nil
+}
+
+// manyClusters reports whether objs are of more than hashedClusters
+// clusters.
+func manyClusters[T Object](objs []T, cluster func(T) string) bool {
+	seen := make(map[string]struct{}, hashedClusters+1)
+	for _, o := range objs {
+		seen[cluster(o)] = struct{}{}
+		if len(seen) > hashedClusters {
+			return true
+		}
+	}
+	return false
 }
 
 // statusOrder remembers, per cluster and resource, the newest status
