@@ -9,7 +9,6 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"github.com/go-logr/logr"
 	"golang.org/x/sync/errgroup"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -114,7 +113,7 @@ func (h *agentHost) start(startCtx, ctx context.Context, c common, cluster strin
 	if err != nil {
 		return err
 	}
-	holder, err := work.NewClientHolderBuilder(cfg).WithClusterName(cluster).WithLogger(logr.Discard()).NewClientHolder()
+	holder, err := work.NewClientHolderBuilder(cfg).WithClusterName(cluster).WithLogger(c.logger()).NewClientHolder()
 	if err != nil {
 		return err
 	}

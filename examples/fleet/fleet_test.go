@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/workwire/sdk-go/examples/fleet/internal/report"
 	"github.com/workwire/sdk-go/internal/testsupport/mosquitto"
 )
 
@@ -33,28 +34,28 @@ func fleetBinary(t *testing.T) string {
 func TestASmallFleetConverges(t *testing.T) {
 	bin := fleetBinary(t)
 	for _, tc := range []struct {
-		transport string
-		brokers   int
-	}{{"mqtt", 1}, {"grpc", 2}} {
+		transport       string
+		brokers, phases int
+	}{{"mqtt", 1, 7}, {"grpc", 2, 8}} {
 		t.Run(tc.transport, func(t *testing.T) {
 			if tc.transport == "grpc" && os.Getenv("WORKWIRE_POSTGRES_DSN") == "" {
 				t.Skip("WORKWIRE_POSTGRES_DSN is not set: no PostgreSQL for the gRPC brokers")
 			}
 			dir := t.TempDir()
 			cmd := exec.Command(bin, "-transport", tc.transport, "-clusters", "12", "-works-per-cluster", "5", "-agents-per-host", "4",
-				"-steady-rate", "40", "-steady-for", "1s", "-fault-for", "1s", "-json", "-dir", dir)
+				"-steady-rate", "40", "-steady-for", "1s", "-fault-for", "1s", "-stall-for", "1s", "-json", "-dir", dir)
 			out, err := cmd.Output()
 			if err != nil {
 				t.Fatalf("%v: %s", err, out)
 			}
-			var r Result
+			var r report.Result
 			if err := json.Unmarshal(out, &r); err != nil {
 				t.Fatalf("%v: %s", err, out)
 			}
-			if r.Lost != 0 || len(r.Phases) != 6 {
+			if r.Lost != 0 || len(r.Phases) != tc.phases {
 				t.Errorf("lost %d, phases %+v", r.Lost, r.Phases)
 			}
-			kinds := map[string]ProcessUsage{}
+			kinds := map[string]report.Usage{}
 			for _, p := range r.Processes {
 				kinds[p.Kind] = p
 			}

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
-	"io"
 	"net"
 	"os"
 	"os/user"
@@ -13,59 +12,16 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
-	"text/tabwriter"
 	"time"
 
 	"github.com/workwire/sdk-go/examples/fleet/internal/control"
 	"github.com/workwire/sdk-go/examples/fleet/internal/proc"
+	"github.com/workwire/sdk-go/examples/fleet/internal/report"
 	"github.com/workwire/sdk-go/examples/internal/cmdutil"
 	"github.com/workwire/sdk-go/internal/testsupport/mosquitto"
 )
-
-// Result is a run's outcome, as -json prints it.
-type Result struct {
-	Transport       string `json:"transport"`
-	Clusters        int    `json:"clusters"`
-	WorksPerCluster int    `json:"worksPerCluster"`
-	// Lost counts the works that did not converge in the phase that
-	// failed; 0 when every phase converged.
-	Lost int `json:"lost"`
-	// HubHeapPerIdleCluster is how much the hub's live heap grew per
-	// cluster as the agents connected, before any work.
-	HubHeapPerIdleCluster int64          `json:"hubHeapPerIdleClusterBytes"`
-	Phases                []PhaseResult  `json:"phases"`
-	Processes             []ProcessUsage `json:"processes"`
-}
-
-// PhaseResult is one phase's figures.
-type PhaseResult struct {
-	Name        string  `json:"name"`
-	Works       int     `json:"works"` // that the phase changed
-	Seconds     float64 `json:"seconds"`
-	WorksPerSec float64 `json:"worksPerSec"`
-	// First-status latency, from the hub's histogram over the phase: an
-	// upper bound of the bucket the quantile falls in, interpolated.
-	P50, P99, Max float64
-	Resent        int64 `json:"resent"` // specs the hub sent again
-	// WireBytesPerWork is the bytes the broker received and sent during
-	// the phase per work it changed (over the run's own Mosquitto).
-	WireBytesPerWork int64 `json:"wireBytesPerWork,omitempty"`
-	// AfterSeconds is how long the fleet took to converge after the
-	// steady phase's load stopped, or after broker-fault's server was back.
-	AfterSeconds float64 `json:"afterSeconds,omitempty"`
-}
-
-// ProcessUsage is what a kind of process cost at its peak.
-type ProcessUsage struct {
-	Kind       string  `json:"kind"` // broker, hub, agents
-	Processes  int     `json:"processes"`
-	Agents     int     `json:"agents,omitempty"`
-	PeakRSS    int64   `json:"peakRSSBytes"` // the largest of them
-	CPUSeconds float64 `json:"cpuSeconds"`   // all of them
-	// PerAgentRSS is an agent host's peak RSS per agent it holds.
-	PerAgentRSS int64 `json:"perAgentRSSBytes,omitempty"`
-}
 
 type harness struct {
 	c         common
@@ -91,11 +47,16 @@ type harness struct {
 	// another broker.
 	wire     *wireMeter
 	stopWire func()
-	// faultFor is how long the broker-fault phase keeps a server down;
-	// restartedAt is when it started it again.
+	// faultFor is how long the broker-fault phase keeps a server down,
+	// stallFor how long broker-stall keeps one stopped; restartedAt is
+	// when a phase's fault ended (a server or the hub started again, a
+	// server continued).
 	faultFor    time.Duration
+	stallFor    time.Duration
+	paused      *proc.Process // the server broker-stall keeps stopped
 	restartedAt time.Time
-	convergedAt time.Time // when the last phase converged
+	endedHubs   []*proc.Process // hubs killed and replaced
+	convergedAt time.Time       // when the last phase converged
 	// The steady phase: changes a second, and for how long.
 	steadyRate float64
 	steadyFor  time.Duration
@@ -116,6 +77,7 @@ func runHarness(ctx context.Context, args []string) error {
 	fs.Float64Var(&h.steadyRate, "steady-rate", 1000, "the steady phase's changes a second")
 	fs.DurationVar(&h.steadyFor, "steady-for", time.Minute, "how long the steady phase changes works")
 	fs.DurationVar(&h.faultFor, "fault-for", 5*time.Second, "how long the broker-fault phase keeps a broker server down")
+	fs.DurationVar(&h.stallFor, "stall-for", 30*time.Second, "how long the broker-stall phase keeps a broker server stopped")
 	short := fs.Bool("short", false, "CI's size: 200 clusters × 20 works, 200 changes a second for 10 s (overrides the flags of each)")
 	asJSON := fs.Bool("json", false, "print the result as one JSON object instead of tables")
 	fs.DurationVar(&h.timeout, "timeout", 10*time.Minute, "give up a phase after this long")
@@ -127,8 +89,8 @@ func runHarness(ctx context.Context, args []string) error {
 		h.c.clusters, h.c.worksPerCluster = 200, 20
 		h.steadyRate, h.steadyFor = 200, 10*time.Second
 	}
-	if h.c.clusters < 1 || h.c.worksPerCluster < 1 || h.perHost < 1 || h.steadyRate <= 0 || h.steadyFor <= 0 || h.faultFor <= 0 {
-		err := fmt.Errorf("-clusters, -works-per-cluster and -agents-per-host must be at least 1, -steady-rate, -steady-for and -fault-for above 0")
+	if h.c.clusters < 1 || h.c.worksPerCluster < 1 || h.perHost < 1 || h.steadyRate <= 0 || h.steadyFor <= 0 || h.faultFor <= 0 || h.stallFor <= 0 {
+		err := fmt.Errorf("-clusters, -works-per-cluster and -agents-per-host must be at least 1, -steady-rate, -steady-for, -fault-for and -stall-for above 0")
 		fmt.Fprintln(fs.Output(), err)
 		return cmdutil.UsageError{Err: err}
 	}
@@ -162,7 +124,7 @@ func runHarness(ctx context.Context, args []string) error {
 		b, _ := json.Marshal(res)
 		fmt.Println(string(b))
 	} else {
-		printTables(os.Stdout, res)
+		report.Print(os.Stdout, res)
 	}
 	if err != nil {
 		return fmt.Errorf("%w (the processes' logs are in %s)", err, h.dir)
@@ -185,8 +147,8 @@ func raiseFileLimit() error {
 	return syscall.Setrlimit(syscall.RLIMIT_NOFILE, &l)
 }
 
-func (h *harness) run(ctx context.Context) (*Result, error) {
-	res := &Result{Transport: h.c.transport, Clusters: h.c.clusters, WorksPerCluster: h.c.worksPerCluster}
+func (h *harness) run(ctx context.Context) (*report.Result, error) {
+	res := &report.Result{Transport: h.c.transport, Clusters: h.c.clusters, WorksPerCluster: h.c.worksPerCluster}
 	if err := h.startBroker(ctx); err != nil {
 		return res, err
 	}
@@ -214,8 +176,9 @@ func (h *harness) run(ctx context.Context) (*Result, error) {
 	}
 	res.HubHeapPerIdleCluster = (int64(connected.Live) - int64(idle.Live)) / int64(h.c.clusters)
 	total := h.c.clusters * h.c.worksPerCluster
-	extra := max(total/10, 1) // the works the broker-fault phase adds
+	extra := max(total/10, 1) // the works each of the broker-fault and broker-stall phases adds
 	remaining := total - (total+9)/10
+	var updated atomic.Bool // hub-restart's update is done
 	phases := []phaseSpec{
 		{name: "deliver", held: total, applied: total, do: func(ctx context.Context) (int, error) {
 			return total, h.hub.ctl.Call(ctx, "/create", createRequest{From: 0, Count: total}, nil)
@@ -232,13 +195,27 @@ func (h *harness) run(ctx context.Context) (*Result, error) {
 			return total - remaining, h.hub.ctl.Call(ctx, "/delete", deleteRequest{Every: 10}, nil)
 		}},
 		{name: "agent-restart", held: remaining, applied: remaining, do: h.restartAgentHosts},
+		{name: "hub-restart", held: remaining, applied: remaining, do: func(ctx context.Context) (int, error) {
+			err := h.hub.ctl.Call(ctx, "/update", none{}, nil)
+			updated.Store(true)
+			return remaining, err
+		}, during: h.hubRestart(&updated)},
 		{name: "broker-fault", held: remaining + extra, applied: remaining + extra, do: func(ctx context.Context) (int, error) {
 			return extra, h.hub.ctl.Call(ctx, "/create", createRequest{From: total, Count: extra}, nil)
 		}, during: h.brokerFault(remaining + 1)},
+		{name: "broker-stall", held: remaining + 2*extra, applied: remaining + 2*extra, do: func(ctx context.Context) (int, error) {
+			return extra, h.hub.ctl.Call(ctx, "/create", createRequest{From: total + extra, Count: extra}, nil)
+		}, during: h.brokerStall(remaining + extra + 1)},
 	}
-	if len(h.brokers) == 0 {
-		phases = phases[:len(phases)-1] // -broker's: not the harness's to kill
-	}
+	phases = slices.DeleteFunc(phases, func(ph phaseSpec) bool {
+		switch ph.name {
+		case "hub-restart":
+			return h.c.transport != "grpc" // only there does the hub keep its works where a new one finds them
+		case "broker-fault", "broker-stall":
+			return len(h.brokers) == 0 // -broker's: not the harness's to stop
+		}
+		return false
+	})
 	for _, ph := range phases {
 		h.restartedAt = time.Time{}
 		r, lost, err := h.phase(ctx, ph)
@@ -276,8 +253,8 @@ type phaseSpec struct {
 // phase runs ph.do and waits until it returned and the hub holds ph.held
 // works, ph.applied of them Applied at their generation, and the agents
 // hold ph.held works too.
-func (h *harness) phase(ctx context.Context, ph phaseSpec) (PhaseResult, int, error) {
-	r := PhaseResult{Name: ph.name}
+func (h *harness) phase(ctx context.Context, ph phaseSpec) (r report.Phase, lost int, err error) {
+	r = report.Phase{Name: ph.name}
 	var before hubState
 	if err := h.hub.ctl.Call(ctx, "/state", none{}, &before); err != nil {
 		return r, ph.applied, err
@@ -299,6 +276,8 @@ func (h *harness) phase(ctx context.Context, ph phaseSpec) (PhaseResult, int, er
 		done <- outcome{n, err}
 	}()
 	var s hubState
+	var progress []report.Progress
+	defer func() { r.Progress = report.Thin(progress, report.ProgressPoints) }()
 	agentsHeld := 0
 	said, finished := began, false
 	for {
@@ -320,6 +299,7 @@ func (h *harness) phase(ctx context.Context, ph phaseSpec) (PhaseResult, int, er
 		if err := h.hub.ctl.Call(ctx, "/state", none{}, &s); err != nil {
 			return r, ph.applied, err
 		}
+		progress = append(progress, report.Progress{Seconds: time.Since(began).Seconds(), Held: s.Held, Applied: s.Applied})
 		busy := false
 		if ph.during != nil {
 			var err error
@@ -338,7 +318,11 @@ func (h *harness) phase(ctx context.Context, ph phaseSpec) (PhaseResult, int, er
 		}
 		h.sample()
 		if time.Since(said) >= 5*time.Second {
-			fmt.Fprintf(os.Stderr, "%-14s %v: the hub holds %d works, %d Applied\n", ph.name, time.Since(began).Round(time.Second), s.Held, s.Applied)
+			waiting := ""
+			if len(s.Waiting) > 0 {
+				waiting = "; not yet: " + strings.Join(s.Waiting, ", ")
+			}
+			fmt.Fprintf(os.Stderr, "%-14s %v: the hub holds %d works, %d Applied%s\n", ph.name, time.Since(began).Round(time.Second), s.Held, s.Applied, waiting)
 			said = time.Now()
 		}
 		select {
@@ -409,6 +393,59 @@ func (h *harness) brokerFault(applied int) func(context.Context, hubState) (bool
 			h.brokers[0], h.down = p, nil
 			h.restartedAt = time.Now()
 			fmt.Fprintf(os.Stderr, "broker-fault   %s started again after %v\n", p.Name, h.faultFor)
+		}
+		return h.restartedAt.IsZero(), nil
+	}
+}
+
+// hubRestart returns hub-restart's during: once the hub has changed every
+// work (updated) and the first statuses of the changes are in, it kills
+// the hub and starts it again; the new one finds the works and their
+// statuses in the database, and takes the rest as they come.
+func (h *harness) hubRestart(updated *atomic.Bool) func(context.Context, hubState) (bool, error) {
+	restarted := false
+	return func(ctx context.Context, s hubState) (bool, error) {
+		if restarted || !updated.Load() || s.Applied == 0 {
+			return !restarted, nil
+		}
+		old := h.hub
+		fmt.Fprintf(os.Stderr, "hub-restart    %d Applied: the hub killed\n", s.Applied)
+		old.Kill()
+		h.endedHubs = append(h.endedHubs, old.Process)
+		_ = os.Remove(filepath.Join(h.dir, old.Name+".addr"))
+		p, err := h.startPart(ctx, old.Name, old.args...)
+		if err != nil {
+			return false, err
+		}
+		h.hub, restarted, h.restartedAt = p, true, time.Now()
+		fmt.Fprintf(os.Stderr, "hub-restart    the hub started again\n")
+		return false, nil
+	}
+}
+
+// brokerStall returns broker-stall's during: once the hub has applied
+// works Applied (the first of the phase's), it stops the broker's last
+// server (SIGSTOP: its connections stay open and nothing answers on
+// them, as over a network that hangs), and after -stall-for continues it.
+// The last, not the first: clients left the first when broker-fault
+// killed it, and have no reason to go back.
+func (h *harness) brokerStall(applied int) func(context.Context, hubState) (bool, error) {
+	var stoppedAt time.Time
+	return func(ctx context.Context, s hubState) (bool, error) {
+		switch {
+		case stoppedAt.IsZero() && s.Applied >= applied:
+			p := h.brokers[len(h.brokers)-1]
+			fmt.Fprintf(os.Stderr, "broker-stall   %d Applied: %s stopped\n", s.Applied, p.Name)
+			if err := p.Pause(); err != nil {
+				return false, err
+			}
+			h.paused, stoppedAt = p, time.Now()
+		case !stoppedAt.IsZero() && h.restartedAt.IsZero() && time.Since(stoppedAt) >= h.stallFor:
+			if err := h.paused.Resume(); err != nil {
+				return false, err
+			}
+			fmt.Fprintf(os.Stderr, "broker-stall   %s continued after %v\n", h.paused.Name, h.stallFor)
+			h.paused, h.restartedAt = nil, time.Now()
 		}
 		return h.restartedAt.IsZero(), nil
 	}
@@ -581,20 +618,23 @@ func (h *harness) stop() {
 	if h.stopWire != nil {
 		h.stopWire()
 	}
+	if h.paused != nil {
+		_ = h.paused.Resume() // a stopped process would not hear SIGTERM
+	}
 	for _, p := range slices.Backward(h.all()) {
 		p.Stop(30 * time.Second)
 	}
 }
 
-func (h *harness) usage() []ProcessUsage {
-	var out []ProcessUsage
+func (h *harness) usage() []report.Usage {
+	var out []report.Usage
 	// live are a kind's processes now, ended those killed and replaced:
 	// the count is of the live, the CPU of them all.
 	add := func(kind string, agents int, live, ended []*proc.Process) {
 		if len(live) == 0 {
 			return
 		}
-		u := ProcessUsage{Kind: kind, Processes: len(live), Agents: agents}
+		u := report.Usage{Kind: kind, Processes: len(live), Agents: agents}
 		for _, p := range append(slices.Clone(live), ended...) {
 			pu := p.Usage()
 			u.PeakRSS = max(u.PeakRSS, pu.PeakRSS)
@@ -607,7 +647,7 @@ func (h *harness) usage() []ProcessUsage {
 	}
 	add("broker", 0, h.brokers, h.ended)
 	if h.hub != nil {
-		add("hub", 0, []*proc.Process{h.hub.Process}, nil)
+		add("hub", 0, []*proc.Process{h.hub.Process}, h.endedHubs)
 	}
 	var hosts []*proc.Process
 	for _, p := range h.hostList() {
@@ -618,40 +658,6 @@ func (h *harness) usage() []ProcessUsage {
 	h.hostsMu.Unlock()
 	add("agents", h.c.clusters, hosts, killed)
 	return out
-}
-
-func printTables(w io.Writer, r *Result) {
-	fmt.Fprintf(w, "fleet over %s: %d clusters × %d works (%d), one hub, agents in processes of their own\n\n",
-		r.Transport, r.Clusters, r.WorksPerCluster, r.Clusters*r.WorksPerCluster)
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "phase\tworks\tseconds\tworks/s\tp50 s\tp99 s\tmax s\tre-sent\twire B/work\tafter s\t")
-	for _, p := range r.Phases {
-		caught := ""
-		if p.AfterSeconds > 0 {
-			caught = fmt.Sprintf("%.2f", p.AfterSeconds)
-		}
-		wire := ""
-		if p.WireBytesPerWork > 0 {
-			wire = fmt.Sprint(p.WireBytesPerWork)
-		}
-		fmt.Fprintf(tw, "%s\t%d\t%.2f\t%.0f\t%.3f\t%.3f\t%.3f\t%d\t%s\t%s\t\n", p.Name, p.Works, p.Seconds, p.WorksPerSec, p.P50, p.P99, p.Max, p.Resent, wire, caught)
-	}
-	_ = tw.Flush()
-	fmt.Fprintln(w)
-	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "process\tcount\tpeak RSS MiB\tCPU s\tRSS per agent KiB\t")
-	for _, p := range r.Processes {
-		per := ""
-		if p.PerAgentRSS > 0 {
-			per = fmt.Sprint(p.PerAgentRSS >> 10)
-		}
-		fmt.Fprintf(tw, "%s\t%d\t%.1f\t%.1f\t%s\t\n", p.Kind, p.Processes, float64(p.PeakRSS)/(1<<20), p.CPUSeconds, per)
-	}
-	_ = tw.Flush()
-	fmt.Fprintf(w, "\nthe hub's live heap grew %d bytes per cluster as the agents connected\n", r.HubHeapPerIdleCluster)
-	if r.Lost > 0 {
-		fmt.Fprintf(w, "lost: %d works did not converge\n", r.Lost)
-	}
 }
 
 // delta is the histogram now less the histogram before.

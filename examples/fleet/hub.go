@@ -14,7 +14,6 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 	"golang.org/x/sync/errgroup"
@@ -43,7 +42,13 @@ type hubState struct {
 	// now: cumulative counts per upper bound in seconds.
 	Latency []bucket `json:"latency"`
 	Resent  int64    `json:"resent"` // specs sent again, unacknowledged, so far
+	// Waiting names a few works not Applied at their generation, when
+	// only a few are: what a phase that does not converge waits for.
+	Waiting []string `json:"waiting,omitempty"`
 }
+
+// waitingNames bounds hubState.Waiting.
+const waitingNames = 5
 
 // heapState is the hub's live heap after a collection, in bytes.
 type heapState struct {
@@ -103,9 +108,9 @@ type hubWorks interface {
 	// update writes w, which names the resourceVersion it was read at.
 	update(ctx context.Context, w *workv1.ManifestWork) error
 	remove(ctx context.Context, namespace, name string) error
-	// get and all are the works as the hub holds them now, deleted or
-	// not; they must not be changed.
-	get(namespace, name string) (*workv1.ManifestWork, error)
+	// latest is the work as it is stored now, to change; all are the
+	// works as the hub sees them, deleted or not. Neither may be changed.
+	latest(ctx context.Context, namespace, name string) (*workv1.ManifestWork, error)
 	all() []*workv1.ManifestWork
 	// latency is the first-status latency histogram and the count of
 	// specs sent again, as they are now, from the client that sends the
@@ -130,7 +135,7 @@ func startHolderWorks(ctx context.Context, c common) (*holderWorks, error) {
 	if err != nil {
 		return nil, err
 	}
-	h, err := work.NewClientHolderBuilder(cfg).WithSourceID(hubID).WithLogger(logr.Discard()).
+	h, err := work.NewClientHolderBuilder(cfg).WithSourceID(hubID).WithLogger(c.logger()).
 		WithSourceOptions(generic.WithObserver(obs)).NewClientHolder()
 	if err != nil {
 		return nil, err
@@ -156,7 +161,7 @@ func (h *holderWorks) remove(ctx context.Context, namespace, name string) error 
 	return h.holder.WorkInterface().WorkV1().ManifestWorks(namespace).Delete(ctx, name, metav1.DeleteOptions{})
 }
 
-func (h *holderWorks) get(namespace, name string) (*workv1.ManifestWork, error) {
+func (h *holderWorks) latest(_ context.Context, namespace, name string) (*workv1.ManifestWork, error) {
 	return h.holder.ManifestWorkInformer().Lister().ManifestWorks(namespace).Get(name)
 }
 
@@ -229,11 +234,12 @@ func (h *hub) change(ctx context.Context, w *workv1.ManifestWork) error {
 }
 
 // changeLatest changes the work w names as the hub holds it now: one
-// changed a moment ago may not be in the lister yet, and its Update then
+// changed a moment ago (by the hub, or its status by a gRPC broker over
+// the database) may not be in the lister yet, and its Update then
 // conflicts.
 func (h *hub) changeLatest(ctx context.Context, w *workv1.ManifestWork) error {
 	return retry.RetryOnConflict(retry.DefaultBackoff, func() error {
-		cur, err := h.works.get(w.Namespace, w.Name)
+		cur, err := h.works.latest(ctx, w.Namespace, w.Name)
 		if err != nil {
 			return err
 		}
@@ -243,7 +249,7 @@ func (h *hub) changeLatest(ctx context.Context, w *workv1.ManifestWork) error {
 
 // update changes every work.
 func (h *hub) update(ctx context.Context, _ none) (none, error) {
-	return none{}, h.each(ctx, h.list(), h.change)
+	return none{}, h.each(ctx, h.list(), h.changeLatest)
 }
 
 type steadyRequest struct {
@@ -340,10 +346,17 @@ func (h *hub) list() []*workv1.ManifestWork {
 func (h *hub) state(context.Context, none) (hubState, error) {
 	all := h.works.all()
 	s := hubState{Held: len(all)}
+	var waiting []string
 	for _, w := range all {
 		if c := meta.FindStatusCondition(w.Status.Conditions, workv1.WorkApplied); c != nil && c.Status == metav1.ConditionTrue && c.ObservedGeneration == w.Generation {
 			s.Applied++
+		} else if len(waiting) <= waitingNames {
+			waiting = append(waiting, fmt.Sprintf("%s/%s (generation %d, uid %s)", w.Namespace, w.Name, w.Generation, w.UID))
 		}
+	}
+	if len(waiting) <= waitingNames {
+		slices.Sort(waiting)
+		s.Waiting = waiting
 	}
 	var err error
 	s.Latency, s.Resent, err = h.works.latency()

@@ -13,7 +13,6 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	workv1 "open-cluster-management.io/api/work/v1"
 
 	"github.com/workwire/sdk-go/work/pgstore"
@@ -142,13 +141,10 @@ func (d *dbWorks) remove(ctx context.Context, namespace, name string) error {
 	return err
 }
 
-func (d *dbWorks) get(namespace, name string) (*workv1.ManifestWork, error) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if w, ok := d.byKey[namespace+"/"+name]; ok {
-		return w, nil
-	}
-	return nil, apierrors.NewNotFound(workv1.Resource("manifestworks"), name)
+// latest reads the database: what the hub watches lags behind it (the
+// brokers write statuses too).
+func (d *dbWorks) latest(ctx context.Context, namespace, name string) (*workv1.ManifestWork, error) {
+	return d.store.Get(ctx, namespace, name)
 }
 
 func (d *dbWorks) all() []*workv1.ManifestWork {

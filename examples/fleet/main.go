@@ -16,11 +16,18 @@
 //	delete         the hub deletes one in ten → each confirmed by its agent
 //	agent-restart  a tenth of the agent hosts are killed and started again,
 //	               empty → every agent holds its works again, all Applied
+//	hub-restart    over gRPC, where the hub keeps its works in the brokers'
+//	               database: the hub changes every work, and once the first
+//	               statuses are in it is killed and started again → every
+//	               one Applied at its new generation
 //	broker-fault   the hub creates a tenth more works, and once the first is
 //	               Applied the broker's first server is killed (one of three
 //	               NATS servers; one of two gRPC replicas, whose agents move
 //	               to the other; Mosquitto, all of it) and started again after
 //	               -fault-for → every work Applied (and how long after)
+//	broker-stall   the same, with the broker's last server stopped
+//	               (SIGSTOP: its connections open, nothing answering, as a
+//	               network that hangs) for -stall-for and then continued
 //
 // For each it reports the time to converge, works/s, first-status latency
 // (p50, p99, max, from the library's own histogram) and the specs sent
@@ -39,6 +46,10 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/go-logr/logr/funcr"
 
 	"github.com/workwire/sdk-go/examples/internal/cmdutil"
 	"github.com/workwire/sdk-go/options"
@@ -74,6 +85,17 @@ type common struct {
 	// Over gRPC: the database the brokers serve, and their admin ports'
 	// metrics, comma-separated.
 	postgres, metrics string
+	verbosity         int // of the hub's and agents' logs
+}
+
+// logger is the parts' logger: to their log (stderr) at -v, none at 0.
+func (c *common) logger() logr.Logger {
+	if c.verbosity <= 0 {
+		return logr.Discard()
+	}
+	return funcr.New(func(prefix, args string) {
+		fmt.Fprintln(os.Stderr, time.Now().Format(time.StampMicro), prefix, args)
+	}, funcr.Options{Verbosity: c.verbosity})
 }
 
 func (c *common) register(fs *flag.FlagSet) {
@@ -86,13 +108,14 @@ func (c *common) register(fs *flag.FlagSet) {
 	fs.IntVar(&c.replicas, "replicas", 0, "the NATS stream's replicas (default: one per server the harness starts)")
 	fs.StringVar(&c.postgres, "postgres-dsn", os.Getenv("WORKWIRE_POSTGRES_DSN"), "over gRPC, the PostgreSQL database whose works the brokers serve (the harness makes a schema of its own in it, and drops it after) (default $WORKWIRE_POSTGRES_DSN)")
 	fs.StringVar(&c.metrics, "metrics", "", "over gRPC, the brokers' metrics URLs, comma-separated")
+	fs.IntVar(&c.verbosity, "v", 0, "verbosity of the hub's and the agents' logs, in the processes' log files (2: every reconnect and every send that failed)")
 }
 
 // args are the flags that tell a part what c says.
 func (c *common) args() []string {
 	return []string{"-transport", c.transport, "-broker", c.broker, "-clusters", fmt.Sprint(c.clusters),
 		"-works-per-cluster", fmt.Sprint(c.worksPerCluster), "-manifest-bytes", fmt.Sprint(c.manifestBytes),
-		"-replicas", fmt.Sprint(c.replicas), "-postgres-dsn", c.postgres, "-metrics", c.metrics}
+		"-replicas", fmt.Sprint(c.replicas), "-postgres-dsn", c.postgres, "-metrics", c.metrics, "-v", fmt.Sprint(c.verbosity)}
 }
 
 // transportConfig is a client's config of the broker.

@@ -104,6 +104,13 @@ func (p *Process) Kill() {
 	<-p.done
 }
 
+// Pause stops the process (SIGSTOP) until Resume: it holds what it has
+// open and answers nothing.
+func (p *Process) Pause() error { return p.cmd.Process.Signal(syscall.SIGSTOP) }
+
+// Resume continues a paused process (SIGCONT).
+func (p *Process) Resume() error { return p.cmd.Process.Signal(syscall.SIGCONT) }
+
 // Sample reads the process's usage now, for Usage to report after the
 // process has ended.
 func (p *Process) Sample() {
