@@ -122,16 +122,19 @@ func newTestPublisher(t *testing.T, l *sendLog) *publisher[*workv1.ManifestWork]
 
 var errAway = fmt.Errorf("send: %w", options.ErrNotConnected)
 
+// failFirst fails the first send for want of a connection.
+func failFirst(n int) error {
+	if n == 0 {
+		return errAway
+	}
+	return nil
+}
+
 // A publish that fails for want of a connection goes out again at the
 // transport's next connect, not at a retry (an hour away here).
 func TestPublisherSendsAtTheConnectWhatFailedWhileAway(t *testing.T) {
 	t.Parallel()
-	l := newSendLog(func(n int) error {
-		if n == 0 {
-			return errAway
-		}
-		return nil
-	})
+	l := newSendLog(failFirst)
 	p := newTestPublisher(t, l)
 	p.enqueue(context.Background(), work("1", "w1", "1"))
 	l.await(t, 1)
@@ -164,12 +167,7 @@ func TestPublisherSendsAgainWhatFailedAsTheConnectionCameBack(t *testing.T) {
 // that went out, is not sent at the connect: it would overtake the newer.
 func TestPublisherDoesNotSendAtTheConnectWhatANewerVersionReplaced(t *testing.T) {
 	t.Parallel()
-	l := newSendLog(func(n int) error {
-		if n == 0 {
-			return errAway
-		}
-		return nil
-	})
+	l := newSendLog(failFirst)
 	p := newTestPublisher(t, l)
 	p.enqueue(context.Background(), work("1", "w1", "1"))
 	l.await(t, 1)
