@@ -11,7 +11,6 @@ import (
 
 	"golang.org/x/sync/errgroup"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/tools/cache"
@@ -167,11 +166,6 @@ func (h *agentHost) report(ctx context.Context, a *agent) {
 			}
 		}
 	}
-}
-
-func appliedAt(w *workv1.ManifestWork) bool {
-	c := meta.FindStatusCondition(w.Status.Conditions, workv1.WorkApplied)
-	return c != nil && c.Status == metav1.ConditionTrue && c.ObservedGeneration == w.Generation
 }
 
 func (h *agentHost) state(context.Context, none) (agentsState, error) {

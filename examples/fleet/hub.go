@@ -17,9 +17,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 	"golang.org/x/sync/errgroup"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/retry"
 	workv1 "open-cluster-management.io/api/work/v1"
 
@@ -112,6 +112,7 @@ type hubWorks interface {
 	// works as the hub sees them, deleted or not. Neither may be changed.
 	latest(ctx context.Context, namespace, name string) (*workv1.ManifestWork, error)
 	all() []*workv1.ManifestWork
+	tally() *tally
 	// latency is the first-status latency histogram and the count of
 	// specs sent again, as they are now, from the client that sends the
 	// specs.
@@ -123,6 +124,7 @@ type hubWorks interface {
 type holderWorks struct {
 	holder *work.ClientHolder
 	reg    *prometheus.Registry
+	counts *tally // of the informer's works
 }
 
 func startHolderWorks(ctx context.Context, c common) (*holderWorks, error) {
@@ -140,12 +142,29 @@ func startHolderWorks(ctx context.Context, c common) (*holderWorks, error) {
 	if err != nil {
 		return nil, err
 	}
+	counts := newTally()
+	if _, err := h.ManifestWorkInformer().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj any) { counts.set(obj.(*workv1.ManifestWork)) },
+		UpdateFunc: func(_, obj any) { counts.set(obj.(*workv1.ManifestWork)) },
+		DeleteFunc: func(obj any) {
+			if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+				obj = tomb.Obj
+			}
+			if w, ok := obj.(*workv1.ManifestWork); ok {
+				counts.remove(w.Namespace, w.Name)
+			}
+		},
+	}); err != nil {
+		return nil, err
+	}
 	if err := h.Start(ctx); err != nil {
 		return nil, err
 	}
 	obs.Track(generic.SideSource, h.Stats)
-	return &holderWorks{holder: h, reg: reg}, nil
+	return &holderWorks{holder: h, reg: reg, counts: counts}, nil
 }
+
+func (h *holderWorks) tally() *tally { return h.counts }
 
 func (h *holderWorks) create(ctx context.Context, w *workv1.ManifestWork) error {
 	_, err := h.holder.WorkInterface().WorkV1().ManifestWorks(w.Namespace).Create(ctx, w, metav1.CreateOptions{})
@@ -344,20 +363,8 @@ func (h *hub) list() []*workv1.ManifestWork {
 }
 
 func (h *hub) state(context.Context, none) (hubState, error) {
-	all := h.works.all()
-	s := hubState{Held: len(all)}
-	var waiting []string
-	for _, w := range all {
-		if c := meta.FindStatusCondition(w.Status.Conditions, workv1.WorkApplied); c != nil && c.Status == metav1.ConditionTrue && c.ObservedGeneration == w.Generation {
-			s.Applied++
-		} else if len(waiting) <= waitingNames {
-			waiting = append(waiting, fmt.Sprintf("%s/%s (generation %d, uid %s)", w.Namespace, w.Name, w.Generation, w.UID))
-		}
-	}
-	if len(waiting) <= waitingNames {
-		slices.Sort(waiting)
-		s.Waiting = waiting
-	}
+	var s hubState
+	s.Held, s.Applied, s.Waiting = h.works.tally().counts()
 	var err error
 	s.Latency, s.Resent, err = h.works.latency()
 	return s, err

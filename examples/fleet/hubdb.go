@@ -29,9 +29,10 @@ type dbWorks struct {
 	cancel context.CancelFunc
 	done   chan error
 
-	mu    sync.Mutex
-	byKey map[string]*workv1.ManifestWork // namespace/name
-	byUID map[string]string               // its key
+	mu     sync.Mutex
+	byKey  map[string]*workv1.ManifestWork // namespace/name
+	byUID  map[string]string               // its key
+	counts *tally                          // of byKey
 
 	scrapeMu sync.Mutex
 	scrapes  []*scrape // the brokers' metrics
@@ -52,7 +53,7 @@ func openDBWorks(ctx context.Context, c common) (*dbWorks, error) {
 	}
 	wctx, cancel := context.WithCancel(context.Background())
 	d := &dbWorks{pool: pool, store: store, cancel: cancel, done: make(chan error, 1),
-		byKey: make(map[string]*workv1.ManifestWork), byUID: make(map[string]string)}
+		byKey: make(map[string]*workv1.ManifestWork), byUID: make(map[string]string), counts: newTally()}
 	for u := range strings.SplitSeq(c.metrics, ",") {
 		if u != "" {
 			d.scrapes = append(d.scrapes, &scrape{url: u})
@@ -87,6 +88,9 @@ func openDBWorks(ctx context.Context, c common) (*dbWorks, error) {
 func (d *dbWorks) changed(c workstore.Change) {
 	if c.Op == workstore.Deleted {
 		d.mu.Lock()
+		if w, ok := d.byKey[d.byUID[c.UID]]; ok {
+			d.counts.remove(w.Namespace, w.Name)
+		}
 		delete(d.byKey, d.byUID[c.UID])
 		delete(d.byUID, c.UID)
 		d.mu.Unlock()
@@ -110,7 +114,10 @@ func (d *dbWorks) keep(w *workv1.ManifestWork) {
 		return
 	}
 	d.byKey[key], d.byUID[string(w.UID)] = w, key
+	d.counts.set(w)
 }
+
+func (d *dbWorks) tally() *tally { return d.counts }
 
 func revision(w *workv1.ManifestWork) int64 {
 	n, _ := strconv.ParseInt(w.ResourceVersion, 10, 64)
