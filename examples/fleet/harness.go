@@ -552,7 +552,10 @@ func (h *harness) startMosquitto(ctx context.Context) error {
 		"allow_anonymous true",
 		"persistence false",
 		"max_connections -1",
-		"max_queued_messages 100000",
+		// Per client: the hub's one status subscription must hold every
+		// status of its works at once, as when a status resync asks every
+		// agent for every status (300,000 works over 100,000 lost 280,000).
+		fmt.Sprintf("max_queued_messages %d", max(100000, 2*h.c.clusters*h.c.worksPerCluster)),
 		fmt.Sprintf("sys_interval %d", int(sysInterval.Seconds())), // the wire meter's counters
 		"log_dest stderr",
 		"log_type error",

@@ -19,7 +19,7 @@
 // periodic resync, but a large fleet should not rely on healing. For
 // Mosquitto:
 //
-//	max_queued_messages 100000   # per client; 0 is unlimited
+//	max_queued_messages 1000000  # per client, above twice a hub's works; 0 is unlimited
 //	max_inflight_messages 1000
 //
 // and for a packet size limit max_packet_size, not message_size_limit (see

@@ -28,8 +28,10 @@ type Recipe struct {
 // queueSettings are the lines that keep Mosquitto from dropping the events
 // of a subscriber that falls behind. The chaos run over Mosquitto uses them
 // too.
-const queueSettings = `# Do not drop events of a subscriber that falls behind (the default keeps 1,000 per client).
-max_queued_messages 100000
+const queueSettings = `# Do not drop events of a subscriber that falls behind (the default keeps 1,000 per client):
+# above twice the works of the largest hub, whose status subscription takes every status at once
+# when a resync asks for all of them.
+max_queued_messages 1000000
 max_inflight_messages 1000
 # No packet size limit is set: Mosquitto's default is the protocol's (256 MB). If you set
 # max_packet_size, workwire's clients read it from CONNACK and fail larger events at Send. It
