@@ -8,6 +8,7 @@
 //
 //	go -C internal/tests/interop run ./compare -sdk ocm -works 10000 -clusters 1
 //	go -C internal/tests/interop run ./compare -sdk workwire -works 10000 -clusters 1
+//	go -C internal/tests/interop run ./compare -sdk workwire -works 100 -clusters 1 -agent-processes -broker 127.0.0.1:1883
 //
 // The phases are examples/bench's, in its order, its raw phase aside, and
 // so are the works, the status an agent reports and the way arrivals are
@@ -31,8 +32,16 @@
 // printed at the end: neither counts what it drops, and that is how each
 // tells.
 //
+// With -agent-processes the agents run as processes of their own, each
+// this program built with its SDK alone (so that neither holds the
+// other's packages), and the run reports each one's peak resident set and
+// CPU time; its phases are deliver and status, the ones an agent's own
+// memory depends on. -broker runs over an MQTT broker of one's own (a
+// real Mosquitto, say) instead of the embedded one.
+//
 // Flags: -sdk (workwire or ocm), -works, -clusters, -manifest-bytes (2048),
-// -rate-limit, -timeout (per phase, 10m), -json, -cpuprofile. The table goes to standard
-// output, a progress line to standard error. It exits 1 if a phase did not
+// -rate-limit, -timeout (per phase, 10m), -json, -cpuprofile, -agent-processes,
+// -broker. The table goes to standard output, a progress line to standard
+// error. It exits 1 if a phase did not
 // complete, 2 on a bad flag.
 package main

@@ -7,19 +7,21 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"runtime"
 	"runtime/debug"
+	"slices"
 	"strings"
 	"sync"
 	"time"
 
+	"github.com/go-logr/logr"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 	workv1 "open-cluster-management.io/api/work/v1"
 
 	"github.com/workwire/sdk-go/internal/testsupport/benchworks"
-	"github.com/workwire/sdk-go/options/mqtt/mqtttest"
 )
 
 func main() {
@@ -37,6 +39,9 @@ var errUsage = errors.New("usage")
 // runMain parses args, runs, and prints the table (and JSON) on out and
 // the progress on progress.
 func runMain(ctx context.Context, args []string, out, progress io.Writer) error {
+	if len(args) > 0 && args[0] == "agent" {
+		return runAgent(ctx, args[1:], out, progress)
+	}
 	cfg := defaultConfig()
 	fs := flag.NewFlagSet("compare", flag.ContinueOnError)
 	fs.SetOutput(progress)
@@ -47,6 +52,8 @@ func runMain(ctx context.Context, args []string, out, progress io.Writer) error 
 	fs.BoolVar(&cfg.rateLimit, "rate-limit", false, "keep each SDK's default publish rate limit (default: off for both)")
 	fs.DurationVar(&cfg.timeout, "timeout", cfg.timeout, "give up a phase after this long")
 	fs.BoolVar(&cfg.json, "json", false, "print the results as JSON too")
+	fs.BoolVar(&cfg.agentProcesses, "agent-processes", false, "run each agent as a process of its own, built with this SDK alone, and measure it (phases deliver and status)")
+	fs.StringVar(&cfg.broker, "broker", "", "an MQTT broker's host:port to run over (default: one embedded in this process)")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -79,16 +86,28 @@ type config struct {
 	rateLimit     bool
 	timeout       time.Duration
 	json          bool
+	// agentProcesses runs each agent as a process of its own.
+	agentProcesses bool
+	broker         string
+	// agent is the one agent this process runs (an agent process), or
+	// every agent when negative.
+	agent int
 }
 
 func defaultConfig() config {
-	return config{works: 1000, clusters: 10, manifestBytes: 2048, timeout: 10 * time.Minute}
+	return config{works: 1000, clusters: 10, manifestBytes: 2048, timeout: 10 * time.Minute, agent: -1}
 }
+
+// runsAgent says whether this process runs agent i.
+func (c config) runsAgent(i int) bool { return c.agent < 0 || c.agent == i }
 
 func (c config) validate() error {
 	var errs []error
-	if c.sdk != sdkWorkwire && c.sdk != sdkOCM {
-		errs = append(errs, fmt.Errorf("-sdk %q: want %s or %s", c.sdk, sdkWorkwire, sdkOCM))
+	if _, ok := drivers[c.sdk]; !ok {
+		errs = append(errs, fmt.Errorf("-sdk %q: want one of %s", c.sdk, strings.Join(slices.Sorted(maps.Keys(drivers)), ", ")))
+	}
+	if c.agent >= c.clusters {
+		errs = append(errs, fmt.Errorf("-agent %d: want it below -clusters %d", c.agent, c.clusters))
 	}
 	if c.clusters < 1 || c.works < c.clusters {
 		errs = append(errs, errors.New("want 1 <= -clusters <= -works"))
@@ -114,6 +133,12 @@ const (
 	// workwire's default (work.DefaultInformerResync), longer than a run.
 	informerResync = 10 * time.Minute
 )
+
+// drivers make each SDK's driver, for a broker's address. Each SDK's file
+// adds its own: an agent process is this program built with one SDK alone
+// (tag compare_workwire or compare_ocm), so that it holds nothing of the
+// other's.
+var drivers = map[string]func(ctx context.Context, cfg config, broker string, log logr.Logger) (driver, error){}
 
 // driver runs one SDK's hub and agents. Its methods are called from one
 // goroutine, except reportApplied, called for every agent at once.
@@ -155,12 +180,14 @@ type Result struct {
 	RateLimit     string        `json:"publishRateLimit"`
 	Phases        []PhaseResult `json:"phases"`
 	// PeakRSS is the process's VmHWM once everything stopped.
-	PeakRSS       int64      `json:"peakRSSBytes"`
-	Goroutines    int        `json:"goroutinesAtEnd"`
-	BrokerDropped int64      `json:"brokerDropped"`
-	GoVersion     string     `json:"goVersion"`
-	Notes         []string   `json:"notes,omitempty"`
-	Logs          []LogCount `json:"logs,omitempty"`
+	PeakRSS int64 `json:"peakRSSBytes"`
+	// AgentProcesses are the agents' processes, with -agent-processes.
+	AgentProcesses []AgentProcess `json:"agentProcesses,omitempty"`
+	Goroutines     int            `json:"goroutinesAtEnd"`
+	BrokerDropped  int64          `json:"brokerDropped"`
+	GoVersion      string         `json:"goVersion"`
+	Notes          []string       `json:"notes,omitempty"`
+	Logs           []LogCount     `json:"logs,omitempty"`
 }
 
 // PhaseResult is one phase's numbers.
@@ -192,6 +219,13 @@ type runner struct {
 	d        driver
 	works    []*workv1.ManifestWork
 	progress io.Writer
+	// procs are the agent processes, when the agents are not in this one.
+	procs *agentProcesses
+	// startAgents starts every agent, which calls added with the name of
+	// each work its informer adds; report makes agent i report every work
+	// it holds Applied. They are the driver's, or the agent processes'.
+	startAgents func(ctx context.Context, added func(name string)) error
+	report      func(ctx context.Context, i int) error
 }
 
 func run(ctx context.Context, cfg config, progress io.Writer) (*Result, error) {
@@ -203,33 +237,46 @@ func run(ctx context.Context, cfg config, progress io.Writer) (*Result, error) {
 	defer klog.ClearLogger()
 	ctx = klog.NewContext(ctx, logs.logger())
 
-	broker, err := mqtttest.Start()
+	broker, err := startBroker(cfg.broker)
 	if err != nil {
 		return nil, err
 	}
-	var d driver
-	if cfg.sdk == sdkOCM {
-		d, err = newOCM(ctx, cfg, broker.Addr())
-	} else {
-		d = newWorkwire(cfg, broker.Addr(), logs.logger())
-	}
+	d, err := drivers[cfg.sdk](ctx, cfg, broker.addr, logs.logger())
 	if err != nil {
-		_ = broker.Close()
+		broker.close()
 		return nil, err
 	}
 	res := &Result{
-		SDK: cfg.sdk, Setup: d.describe(), Clusters: cfg.clusters, Works: cfg.works, ManifestBytes: cfg.manifestBytes,
+		SDK: cfg.sdk, Setup: d.describe() + ", " + broker.describe(), Clusters: cfg.clusters, Works: cfg.works, ManifestBytes: cfg.manifestBytes,
 		RateLimit: "off", GoVersion: runtime.Version(),
 	}
 	if cfg.rateLimit {
 		res.RateLimit = "the SDK's default"
 	}
+	if cfg.agentProcesses {
+		res.Setup += ", every agent a process of its own built with this SDK alone"
+	}
 	r := &runner{cfg: cfg, d: d, works: benchworks.Works(cfg.works, cfg.clusters, cfg.manifestBytes), progress: progress}
+	r.startAgents = func(ctx context.Context, added func(string)) error {
+		return d.startAgents(ctx, func(w *workv1.ManifestWork) { added(w.Name) })
+	}
+	r.report = d.reportApplied
 	steps := map[string]func(context.Context) (time.Duration, int, error){
 		"deliver": r.deliver, "agent-resync": r.agentResync, "status": r.status, "hub-resync": r.hubResync,
 	}
+	names := phases
+	if cfg.agentProcesses {
+		if r.procs, err = newAgentProcesses(ctx, cfg, broker.addr, progress); err != nil {
+			d.close()
+			broker.close()
+			return nil, err
+		}
+		defer r.procs.stop()
+		names = processPhases
+		r.startAgents, r.report = r.procs.start, r.procs.report
+	}
 	var runErr error
-	for _, name := range phases {
+	for _, name := range names {
 		pctx, cancel := context.WithTimeout(ctx, cfg.timeout)
 		dur, n, err := steps[name](pctx)
 		cancel()
@@ -246,9 +293,13 @@ func run(ctx context.Context, cfg config, progress io.Writer) (*Result, error) {
 			break
 		}
 	}
-	res.BrokerDropped = broker.Dropped()
+	if r.procs != nil {
+		res.AgentProcesses = r.procs.measure()
+		r.procs.stop()
+	}
+	res.BrokerDropped = broker.dropped()
 	d.close()
-	_ = broker.Close()
+	broker.close()
 	time.Sleep(100 * time.Millisecond) // goroutines on their way out, not leaks
 	res.PeakRSS = benchworks.PeakRSS()
 	res.Goroutines = runtime.NumGoroutine()
@@ -263,7 +314,7 @@ func (r *runner) deliver(ctx context.Context) (time.Duration, int, error) {
 		return 0, 0, err
 	}
 	arrived := benchworks.NewCounter(len(r.works))
-	if err := r.d.startAgents(ctx, func(w *workv1.ManifestWork) { arrived.Mark(w.Name) }); err != nil {
+	if err := r.startAgents(ctx, arrived.Mark); err != nil {
 		return 0, 0, err
 	}
 	begin := time.Now()
@@ -281,7 +332,7 @@ func (r *runner) agentResync(ctx context.Context) (time.Duration, int, error) {
 	r.d.closeAgents()
 	arrived := benchworks.NewCounter(len(r.works))
 	begin := time.Now()
-	if err := r.d.startAgents(ctx, func(w *workv1.ManifestWork) { arrived.Mark(w.Name) }); err != nil {
+	if err := r.startAgents(ctx, arrived.Mark); err != nil {
 		return 0, arrived.Count(), err
 	}
 	err := benchworks.Wait(ctx, r.progress, "agent-resync", len(r.works), arrived.Count)
@@ -313,7 +364,7 @@ func (r *runner) status(ctx context.Context) (time.Duration, int, error) {
 	var reporters sync.WaitGroup
 	for i := range r.cfg.clusters {
 		reporters.Go(func() {
-			if err := r.d.reportApplied(ctx, i); err != nil {
+			if err := r.report(ctx, i); err != nil {
 				cancel(fmt.Errorf("%s: %w", benchworks.ClusterName(i, r.cfg.clusters), err))
 			}
 		})
@@ -351,8 +402,13 @@ func (r *Result) print(w io.Writer) {
 			fmt.Fprintf(w, "  %s did not complete: %s\n", p.Name, p.Error)
 		}
 	}
-	fmt.Fprintf(w, "\npeak RSS (VmHWM at the end): %s   goroutines at the end: %d   messages the broker dropped: %d\n",
-		mib(r.PeakRSS), r.Goroutines, r.BrokerDropped)
+	what := "peak RSS"
+	if len(r.AgentProcesses) > 0 {
+		what = "the hub's peak RSS"
+	}
+	fmt.Fprintf(w, "\n%s (VmHWM at the end): %s   goroutines at the end: %d   messages the broker dropped: %d\n",
+		what, mib(r.PeakRSS), r.Goroutines, r.BrokerDropped)
+	printAgentProcesses(w, r.AgentProcesses)
 	if len(r.Notes) > 0 {
 		fmt.Fprintln(w, "\nnotes:")
 		for _, n := range r.Notes {

@@ -1,3 +1,5 @@
+//go:build !compare_workwire
+
 package main
 
 import (
@@ -11,6 +13,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/go-logr/logr"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	kubetypes "k8s.io/apimachinery/pkg/types"
@@ -66,6 +69,12 @@ type ocmDriver struct {
 	lostByHub int
 }
 
+func init() {
+	drivers[sdkOCM] = func(ctx context.Context, cfg config, broker string, _ logr.Logger) (driver, error) {
+		return newOCM(ctx, cfg, broker)
+	}
+}
+
 func newOCM(ctx context.Context, cfg config, broker string) (*ocmDriver, error) {
 	opts, err := ocmMQTTOptions(broker)
 	if err != nil {
@@ -107,7 +116,7 @@ func (d *ocmDriver) describe() string {
 	if v == "" {
 		v = "(unknown version)"
 	}
-	return fmt.Sprintf("sdk ocm (%s %s), MQTT v5 (OCM topics, binary content mode, pubQoS %d, subQoS %d), embedded mochi-mqtt broker (mqtttest) in the process",
+	return fmt.Sprintf("sdk ocm (%s %s), MQTT v5 (OCM topics, binary content mode, pubQoS %d, subQoS %d)",
 		ocmModule, v, d.mqtt.PubQoS, d.mqtt.SubQoS)
 }
 
@@ -280,6 +289,9 @@ func (d *ocmDriver) startAgents(ctx context.Context, added func(*workv1.Manifest
 	errs := make([]error, d.cfg.clusters)
 	var wg sync.WaitGroup
 	for i := range d.cfg.clusters {
+		if !d.cfg.runsAgent(i) {
+			continue
+		}
 		cluster := benchworks.ClusterName(i, d.cfg.clusters)
 		id, opts := d.clientID(cluster), d.options()
 		wg.Go(func() { d.agents[i], errs[i] = d.startAgent(ctx, cluster, id, opts, added) })

@@ -1,3 +1,5 @@
+//go:build !compare_ocm
+
 package main
 
 import (
@@ -39,6 +41,12 @@ type wwDriver struct {
 	source *generic.SourceClient[*workv1.ManifestWork]
 }
 
+func init() {
+	drivers[sdkWorkwire] = func(_ context.Context, cfg config, broker string, log logr.Logger) (driver, error) {
+		return newWorkwire(cfg, broker, log), nil
+	}
+}
+
 func newWorkwire(cfg config, broker string, log logr.Logger) *wwDriver {
 	mc := mqtt.Config{BrokerHost: broker}
 	return &wwDriver{
@@ -52,7 +60,7 @@ func (d *wwDriver) describe() string {
 	if v == "" {
 		v = "(devel)"
 	}
-	return fmt.Sprintf("sdk workwire (github.com/workwire/sdk-go %s), MQTT v5 (workwire layout, binary content mode, QoS %d), embedded mochi-mqtt broker (mqtttest) in the process",
+	return fmt.Sprintf("sdk workwire (github.com/workwire/sdk-go %s), MQTT v5 (workwire layout, binary content mode, QoS %d)",
 		v, mqtt.DefaultQoS)
 }
 
@@ -104,6 +112,9 @@ func (d *wwDriver) startAgents(ctx context.Context, added func(*workv1.ManifestW
 	errs := make([]error, d.cfg.clusters)
 	var wg sync.WaitGroup
 	for i := range d.cfg.clusters {
+		if !d.cfg.runsAgent(i) {
+			continue
+		}
 		h, err := work.NewClientHolderBuilder(d.transport).WithClusterName(benchworks.ClusterName(i, d.cfg.clusters)).WithAgentOptions(opts...).
 			WithInformerResync(informerResync).WithLogger(d.log).NewClientHolder()
 		if err != nil {
