@@ -19,6 +19,7 @@ const (
 	DefaultMaxAge              = 24 * time.Hour
 	DefaultAckWait             = time.Minute
 	DefaultMaxAckPending       = 10_000
+	DefaultPullHeartbeat       = 2 * time.Second
 	DefaultConnectTimeout      = 10 * time.Second
 	DefaultReconnectMinBackoff = 100 * time.Millisecond
 	DefaultReconnectMaxBackoff = 30 * time.Second
@@ -72,6 +73,14 @@ type Config struct {
 	// for Delivery.Done at once; the server sends no more until some are.
 	// Default: DefaultMaxAckPending.
 	MaxAckPending int `json:"maxAckPending,omitempty"`
+	// PullHeartbeat is how often the server tells a consumer's client that
+	// its pull is alive; after twice that without a word the client pulls
+	// again. A consumer whose leader changed (a server of a cluster died or
+	// hung, or the consumer was just made) forgets the pulls it held and
+	// says nothing, so this bounds how long such a client hears nothing:
+	// about twice PullHeartbeat. Default: DefaultPullHeartbeat; between
+	// 500ms and 15s.
+	PullHeartbeat options.Duration `json:"pullHeartbeat,omitempty"`
 	// MaxEventBytes rejects larger events at Send with options.ErrTooLarge.
 	// Default: the server's max_payload, which it announces when a
 	// client connects (1 MiB unless configured).
@@ -161,6 +170,9 @@ func (c Config) Validate() error {
 			errs = append(errs, fmt.Errorf("%s %s: must not be negative", d.key, time.Duration(d.value)))
 		}
 	}
+	if hb := time.Duration(c.PullHeartbeat); hb != 0 && (hb < minPullHeartbeat || hb > maxPullHeartbeat) {
+		errs = append(errs, fmt.Errorf("pullHeartbeat %s: want it between %s and %s", hb, minPullHeartbeat, maxPullHeartbeat))
+	}
 	if c.ReconnectMaxBackoff > 0 && c.ReconnectMinBackoff > c.ReconnectMaxBackoff {
 		errs = append(errs, errors.New("reconnectMinBackoff is above reconnectMaxBackoff"))
 	}
@@ -179,11 +191,24 @@ func (c Config) withDefaults() Config {
 	options.Default(&c.Replicas, 1)
 	options.Default(&c.AckWait, options.Duration(DefaultAckWait))
 	options.Default(&c.MaxAckPending, DefaultMaxAckPending)
+	options.Default(&c.PullHeartbeat, options.Duration(DefaultPullHeartbeat))
 	options.Default(&c.ConnectTimeout, options.Duration(DefaultConnectTimeout))
 	options.Default(&c.ReconnectMinBackoff, options.Duration(DefaultReconnectMinBackoff))
 	options.Default(&c.ReconnectMaxBackoff, options.Duration(DefaultReconnectMaxBackoff))
 	return c
 }
+
+// minPullHeartbeat and maxPullHeartbeat are what nats.go accepts for a
+// pull that expires after pullExpiry: at least half a second, and at most
+// half the pull's life.
+const (
+	minPullHeartbeat = 500 * time.Millisecond
+	maxPullHeartbeat = pullExpiry / 2
+)
+
+// pullExpiry is how long each pull a consumer's client sends lives: nats.go's
+// default.
+const pullExpiry = 30 * time.Second
 
 func validScheme(s string) bool { return s == "nats" || s == "tls" }
 

@@ -41,6 +41,16 @@
 // sent before a client's first start reaches it through the resync it
 // runs then.
 //
+// # Clusters
+//
+// Over a cluster, Config.Replicas servers keep the stream and each
+// consumer; Config.URL lists the servers. A consumer has a leader, which
+// holds its client's waiting pull. A leader killed or hung, or one not yet
+// elected when the consumer was just made, tells the client nothing, and
+// the client pulls again when it has gone two heartbeats without a word:
+// Config.PullHeartbeat (2 s by default) bounds that silence to about 4 s;
+// nats.go's own default would let it last 30 s.
+//
 // # Subscriptions that deliver nothing
 //
 // The clients' delivery check (generic.WithDeliveryCheck) probes a quiet

@@ -3,6 +3,7 @@ package nats_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/nats-io/nats-server/v2/server"
 	natsgo "github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/workwire/sdk-go/internal/testsupport/testcerts"
 	"github.com/workwire/sdk-go/options"
@@ -221,5 +223,93 @@ func writeFile(t *testing.T, path, s string) {
 	t.Helper()
 	if err := os.WriteFile(path, []byte(s), 0o600); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// Over a cluster, with the stream kept by three servers, a consumer whose
+// leader shuts down goes on delivering from its new leader to a client
+// connected to another server. (A leader killed or hung says nothing to
+// the pulls it held; Config.PullHeartbeat bounds how long its clients wait
+// for that. The fleet harness, whose servers are processes, kills and
+// stops them.)
+func TestAConsumerWhoseLeaderShutDownGoesOn(t *testing.T) {
+	c := natstest.NewCluster(t, 3)
+	cfg := isolated(t, c.URL())
+	cfg.Replicas = 3
+	hub := newTransport(t, cfg)
+	transporttest.Start(t, hub, options.SourceSubscriptions("hub1", nil))
+	near := cfg
+	near.URL = c.Servers[0].URL()
+	agent := newTransport(t, near)
+	rec := transporttest.Start(t, agent, options.AgentSubscriptions("cluster1", nil))
+	spec := options.Route{Role: options.RoleSpec, Source: "hub1", Cluster: "cluster1"}
+	send(t, hub, spec, "before")
+	rec.Wait(t, "the first spec", wait, func() bool { return len(rec.Deliveries()) == 1 })
+
+	// The consumer led by a server the agent is not connected to, which
+	// shuts down.
+	leader := specConsumerLeader(t, c.URL(), cfg.Stream, "cluster1", "natstest-0")
+	c.Servers[leader].Close()
+	send(t, hub, spec, "after")
+	rec.Wait(t, "the spec sent after the consumer's leader shut down", wait, func() bool { return len(rec.Deliveries()) == 2 })
+	if got := strings.Join(ids(rec), ","); got != "before,after" {
+		t.Errorf("the agent got %s, want before,after", got)
+	}
+}
+
+// specConsumerLeader returns the index of the server that leads cluster's
+// spec consumer, once that is not the server named not: while it is, the
+// leader is asked to step down.
+func specConsumerLeader(t *testing.T, url, stream, cluster, not string) int {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), wait)
+	defer cancel()
+	nc, err := natsgo.Connect(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := js.Stream(ctx, stream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	name := ""
+	for info := range s.ListConsumers(ctx).Info() {
+		if strings.HasSuffix(info.Config.FilterSubject, ".clusters."+cluster+".spec") {
+			name = info.Name
+		}
+	}
+	if name == "" {
+		t.Fatalf("no spec consumer of %s in stream %s", cluster, stream)
+	}
+	for {
+		// A consumer between leaders answers nobody: each question waits
+		// a second at most.
+		qctx, qcancel := context.WithTimeout(ctx, time.Second)
+		info, err := s.Consumer(qctx, name)
+		leader := ""
+		if err == nil && info.CachedInfo().Cluster != nil {
+			leader = info.CachedInfo().Cluster.Leader
+		}
+		qcancel()
+		var i int
+		switch _, err := fmt.Sscanf(leader, "natstest-%d", &i); {
+		case err == nil && leader != not:
+			return i
+		case err == nil:
+			subject := fmt.Sprintf("$JS.API.CONSUMER.LEADER.STEPDOWN.%s.%s", stream, name)
+			if reply, err := nc.RequestWithContext(ctx, subject, nil); err != nil || !strings.Contains(string(reply.Data), `"success":true`) {
+				t.Fatalf("step down %s: %v %s", subject, err, reply.Data)
+			}
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("the spec consumer is led by %q, want a server other than %s", leader, not)
+		case <-time.After(20 * time.Millisecond):
+		}
 	}
 }

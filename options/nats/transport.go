@@ -367,6 +367,7 @@ func (t *Transport) consume(ctx context.Context, js jetstream.JetStream, subs []
 			return fmt.Errorf("consumer %q on %s: %w", cc.Durable, filters[i], err)
 		}
 		consume, err := cons.Consume(t.onJetStream,
+			jetstream.PullExpiry(pullExpiry), jetstream.PullHeartbeat(time.Duration(t.cfg.PullHeartbeat)),
 			jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
 				t.log.V(2).Info("consume", "consumer", cc.Durable, "err", err)
 			}))

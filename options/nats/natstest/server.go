@@ -11,13 +11,19 @@
 // In a program, Start returns one to Close. Restart simulates an outage:
 // the server goes down and comes back on the same address with the same
 // JetStream store, so durable consumers resume.
+//
+// NewCluster starts servers routed to each other, with JetStream
+// clustered, for what only a cluster does: streams kept by several
+// servers, and consumers whose leader changes.
 package natstest
 
 import (
 	"errors"
 	"fmt"
 	"net"
+	"net/url"
 	"os"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -53,7 +59,11 @@ func NewServer(t testing.TB, opts ...Option) *Server {
 
 // Start starts a server on a free port of 127.0.0.1, its JetStream store
 // in a new temporary directory that Close removes.
-func Start(opts ...Option) (*Server, error) {
+func Start(opts ...Option) (*Server, error) { return startServer(opts, nil) }
+
+// startServer starts a server with opts, then with cluster's settings when
+// it is one of a cluster.
+func startServer(opts []Option, cluster func(*server.Options)) (*Server, error) {
 	dir, err := os.MkdirTemp("", "natstest-")
 	if err != nil {
 		return nil, err
@@ -69,6 +79,9 @@ func Start(opts ...Option) (*Server, error) {
 	for _, o := range opts {
 		o(&s.opts)
 	}
+	if cluster != nil {
+		cluster(&s.opts)
+	}
 	if err := s.start(); err != nil {
 		_ = os.RemoveAll(dir)
 		return nil, err
@@ -81,6 +94,112 @@ func Start(opts ...Option) (*Server, error) {
 	}
 	s.opts.Port = addr.Port
 	return s, nil
+}
+
+// Cluster is servers routed to each other, JetStream clustered.
+type Cluster struct {
+	Servers []*Server
+}
+
+// NewCluster starts a cluster of n servers and closes it when t ends.
+func NewCluster(t testing.TB, n int, opts ...Option) *Cluster {
+	t.Helper()
+	c, err := StartCluster(n, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	return c
+}
+
+// StartCluster starts n servers on free ports of 127.0.0.1, each routed
+// to the others, and returns once JetStream has a leader that every
+// server follows.
+func StartCluster(n int, opts ...Option) (*Cluster, error) {
+	if n < 1 {
+		return nil, fmt.Errorf("natstest: a cluster of %d servers", n)
+	}
+	// A clustered JetStream server needs its routes when it starts, so
+	// the route ports are picked first, by the OS.
+	ports, err := freePorts(n)
+	if err != nil {
+		return nil, err
+	}
+	c := &Cluster{}
+	for i := range n {
+		s, err := startServer(opts, func(o *server.Options) {
+			o.ServerName = fmt.Sprintf("natstest-%d", i)
+			o.Cluster = server.ClusterOpts{Name: "natstest", Host: "127.0.0.1", Port: ports[i]}
+			for j, p := range ports {
+				if j != i {
+					o.Routes = append(o.Routes, &url.URL{Scheme: "nats", Host: fmt.Sprintf("127.0.0.1:%d", p)})
+				}
+			}
+		})
+		if err != nil {
+			c.Close()
+			return nil, err
+		}
+		c.Servers = append(c.Servers, s)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for !c.ready() {
+		if time.Now().After(deadline) {
+			c.Close()
+			return nil, fmt.Errorf("natstest: the cluster of %d servers had no JetStream leader every server follows after 30s", n)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return c, nil
+}
+
+// freePorts returns n ports of 127.0.0.1 the OS had free.
+func freePorts(n int) ([]int, error) {
+	ports := make([]int, n)
+	for i := range ports {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, err
+		}
+		ports[i] = l.Addr().(*net.TCPAddr).Port
+		defer l.Close()
+	}
+	return ports, nil
+}
+
+// ready reports whether JetStream has a leader and every server is
+// current with it.
+func (c *Cluster) ready() bool {
+	leaders := 0
+	for _, s := range c.Servers {
+		s.mu.Lock()
+		srv := s.srv
+		s.mu.Unlock()
+		if srv == nil || !srv.JetStreamIsCurrent() {
+			return false
+		}
+		if srv.JetStreamIsLeader() {
+			leaders++
+		}
+	}
+	return leaders == 1
+}
+
+// URL returns every server's nats:// URL, comma-separated, as clients of
+// a cluster take them.
+func (c *Cluster) URL() string {
+	urls := make([]string, len(c.Servers))
+	for i, s := range c.Servers {
+		urls[i] = s.URL()
+	}
+	return strings.Join(urls, ",")
+}
+
+// Close shuts every server down and removes their stores.
+func (c *Cluster) Close() {
+	for _, s := range c.Servers {
+		s.Close()
+	}
 }
 
 func (s *Server) start() error {
