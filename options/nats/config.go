@@ -75,11 +75,10 @@ type Config struct {
 	MaxAckPending int `json:"maxAckPending,omitempty"`
 	// PullHeartbeat is how often the server tells a consumer's client that
 	// its pull is alive; after twice that without a word the client pulls
-	// again. A consumer whose leader changed (a server of a cluster died or
-	// hung, or the consumer was just made) forgets the pulls it held and
-	// says nothing, so this bounds how long such a client hears nothing:
-	// about twice PullHeartbeat. Default: DefaultPullHeartbeat; between
-	// 500ms and 15s.
+	// again. A consumer whose leader was killed or hung, or that had no
+	// leader yet when its client first pulled, tells the client nothing, so
+	// this bounds how long such a client hears nothing: about twice
+	// PullHeartbeat. Default: DefaultPullHeartbeat; between 500ms and 15s.
 	PullHeartbeat options.Duration `json:"pullHeartbeat,omitempty"`
 	// MaxEventBytes rejects larger events at Send with options.ErrTooLarge.
 	// Default: the server's max_payload, which it announces when a
