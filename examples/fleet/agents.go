@@ -40,6 +40,7 @@ func runAgents(ctx context.Context, args []string) error {
 	c.register(fs)
 	from := fs.Int("from", 0, "the first cluster's index")
 	to := fs.Int("to", 0, "one past the last cluster's index")
+	raw := fs.Bool("raw", false, "start raw agents first (the raw phase), and the agents when the harness asks (/agents)")
 	if err := cmdutil.Parse(fs, args); err != nil {
 		return err
 	}
@@ -48,18 +49,32 @@ func runAgents(ctx context.Context, args []string) error {
 	}
 	host := &agentHost{}
 	defer host.close()
-	// Started a few at once, as a fleet's agents start independently; each
-	// Start waits for its connection and its first resync.
-	g, gctx := errgroup.WithContext(ctx)
-	g.SetLimit(32)
-	for i := *from; i < *to; i++ {
-		g.Go(func() error { return host.start(gctx, ctx, c, benchworks.ClusterName(i, c.clusters)) })
+	raws := &rawAgents{}
+	defer raws.close()
+	startAll := func(start func(ctx context.Context, cluster string) error) error {
+		// Started a few at once, as a fleet's agents start independently;
+		// each Start waits for its connection and its first resync.
+		g, gctx := errgroup.WithContext(ctx)
+		g.SetLimit(32)
+		for i := *from; i < *to; i++ {
+			g.Go(func() error { return start(gctx, benchworks.ClusterName(i, c.clusters)) })
+		}
+		return g.Wait()
 	}
-	if err := g.Wait(); err != nil {
+	startAgents := func(context.Context, none) (none, error) {
+		raws.close()
+		return none{}, startAll(func(startCtx context.Context, cluster string) error { return host.start(startCtx, ctx, c, cluster) })
+	}
+	if *raw {
+		if err := startAll(func(startCtx context.Context, cluster string) error { return raws.start(startCtx, c, cluster) }); err != nil {
+			return err
+		}
+	} else if _, err := startAgents(ctx, none{}); err != nil {
 		return err
 	}
 	mux := http.NewServeMux()
 	mux.Handle("/state", control.Handle(host.state))
+	mux.Handle("/agents", control.Handle(startAgents))
 	return control.Run(ctx, c.control, control.WithProfiles(mux))
 }
 

@@ -29,14 +29,14 @@ func fleetBinary(t *testing.T) string {
 }
 
 // A small fleet converges in every phase, and its processes end with it:
-// over Mosquitto, and over two gRPC brokers on PostgreSQL where there is
-// one.
+// over Mosquitto (raw first, which the phases that can be are set
+// against), and over two gRPC brokers on PostgreSQL where there is one.
 func TestASmallFleetConverges(t *testing.T) {
 	bin := fleetBinary(t)
 	for _, tc := range []struct {
 		transport       string
 		brokers, phases int
-	}{{"mqtt", 1, 7}, {"grpc", 2, 8}} {
+	}{{"mqtt", 1, 8}, {"grpc", 2, 8}} {
 		t.Run(tc.transport, func(t *testing.T) {
 			if tc.transport == "grpc" && os.Getenv("WORKWIRE_POSTGRES_DSN") == "" {
 				t.Skip("WORKWIRE_POSTGRES_DSN is not set: no PostgreSQL for the gRPC brokers")
@@ -54,6 +54,11 @@ func TestASmallFleetConverges(t *testing.T) {
 			}
 			if r.Lost != 0 || len(r.Phases) != tc.phases {
 				t.Errorf("lost %d, phases %+v", r.Lost, r.Phases)
+			}
+			for _, p := range r.Phases {
+				if againstRaw := p.VsRaw > 0; againstRaw != (tc.transport == "mqtt" && vsRaw[p.Name]) {
+					t.Errorf("phase %s: %.2f of raw", p.Name, p.VsRaw)
+				}
 			}
 			kinds := map[string]report.Usage{}
 			for _, p := range r.Processes {

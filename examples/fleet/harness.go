@@ -16,6 +16,8 @@ import (
 	"syscall"
 	"time"
 
+	"golang.org/x/sync/errgroup"
+
 	"github.com/workwire/sdk-go/examples/fleet/internal/control"
 	"github.com/workwire/sdk-go/examples/fleet/internal/proc"
 	"github.com/workwire/sdk-go/examples/fleet/internal/report"
@@ -160,22 +162,38 @@ func (h *harness) run(ctx context.Context) (*report.Result, error) {
 	if err := h.hub.ctl.Call(ctx, "/heap", none{}, &idle); err != nil {
 		return res, err
 	}
+	// Over gRPC the hub is no source of the brokers' (it writes their
+	// database): there is no raw path through the same processes.
+	raw := h.c.transport != "grpc"
 	for from := 0; from < h.c.clusters; from += h.perHost {
 		to := min(from+h.perHost, h.c.clusters)
-		p, err := h.startPart(ctx, fmt.Sprintf("agents-%d", len(h.hosts)), "agents", "-from", fmt.Sprint(from), "-to", fmt.Sprint(to))
+		args := []string{"agents", "-from", fmt.Sprint(from), "-to", fmt.Sprint(to)}
+		first := args
+		if raw {
+			first = append(slices.Clone(args), "-raw")
+		}
+		p, err := h.startPart(ctx, fmt.Sprintf("agents-%d", len(h.hosts)), first...)
 		if err != nil {
 			return res, err
 		}
+		p.args = args // started again, a host starts its agents at once
 		h.hostsMu.Lock()
 		h.hosts = append(h.hosts, p)
 		h.hostsMu.Unlock()
+	}
+	total := h.c.clusters * h.c.worksPerCluster
+	if raw {
+		r, err := h.rawPhase(ctx, total)
+		res.Phases = append(res.Phases, r)
+		if err != nil {
+			return res, fmt.Errorf("raw: %w", err)
+		}
 	}
 	// What each cluster's agent costs the hub while it holds nothing.
 	if err := h.hub.ctl.Call(ctx, "/heap", none{}, &connected); err != nil {
 		return res, err
 	}
 	res.HubHeapPerIdleCluster = (int64(connected.Live) - int64(idle.Live)) / int64(h.c.clusters)
-	total := h.c.clusters * h.c.worksPerCluster
 	extra := max(total/10, 1) // the works each of the broker-fault and broker-stall phases adds
 	remaining := total - (total+9)/10
 	var updated atomic.Bool // hub-restart's update is done
@@ -222,6 +240,9 @@ func (h *harness) run(ctx context.Context) (*report.Result, error) {
 		if err == nil && !h.restartedAt.IsZero() {
 			r.AfterSeconds = h.convergedAt.Sub(h.restartedAt).Seconds()
 		}
+		if raw && res.Phases[0].WorksPerSec > 0 && vsRaw[ph.name] {
+			r.VsRaw = r.WorksPerSec / res.Phases[0].WorksPerSec
+		}
 		res.Phases = append(res.Phases, r)
 		if err != nil {
 			res.Lost = lost
@@ -229,6 +250,29 @@ func (h *harness) run(ctx context.Context) (*report.Result, error) {
 		}
 	}
 	return res, nil
+}
+
+// vsRaw are the phases that, as raw does, send a spec and take a status
+// back per work, with nothing else in their time.
+var vsRaw = map[string]bool{"deliver": true, "update": true, "delete": true, "agent-restart": true}
+
+// rawPhase runs the raw phase through the raw agents the hosts started
+// with, then has the hosts stop them and start their agents.
+func (h *harness) rawPhase(ctx context.Context, total int) (report.Phase, error) {
+	r := report.Phase{Name: "raw", Works: total}
+	rctx, cancel := context.WithTimeout(ctx, h.timeout)
+	defer cancel()
+	var rr rawResult
+	if err := h.hub.ctl.Call(rctx, "/raw", rawRequest{Count: total}, &rr); err != nil {
+		return r, err
+	}
+	fmt.Fprintf(os.Stderr, "%-14s converged in %v\n", "raw", time.Duration(rr.Seconds*float64(time.Second)).Round(time.Millisecond))
+	r.Seconds, r.WorksPerSec = rr.Seconds, float64(total)/rr.Seconds
+	g, gctx := errgroup.WithContext(ctx)
+	for _, p := range h.hosts {
+		g.Go(func() error { return p.ctl.Call(gctx, "/agents", none{}, nil) })
+	}
+	return r, g.Wait()
 }
 
 // phaseSpec is a phase: what it does, and what the fleet holds once it

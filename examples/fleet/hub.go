@@ -91,6 +91,7 @@ func runHub(ctx context.Context, args []string) error {
 	mux.Handle("/delete", control.Handle(hub.remove))
 	mux.Handle("/steady", control.Handle(hub.steady))
 	mux.Handle("/state", control.Handle(hub.state))
+	mux.Handle("/raw", control.Handle(hub.raw))
 	mux.Handle("/heap", control.Handle(func(context.Context, none) (heapState, error) {
 		return heapState{Live: benchworks.LiveHeap()}, nil
 	}))

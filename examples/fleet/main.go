@@ -9,6 +9,12 @@
 //
 // Phases, in order:
 //
+//	raw            over MQTT and NATS, before the agents start: the same
+//	               number of same-size spec events from the hub's process
+//	               through the broker to each agent's connection, and a
+//	               same-size status event back for each, with nothing above
+//	               the transport → every status back at the hub; deliver,
+//	               update, delete and agent-restart are set against it
 //	deliver        the hub creates every work → every one Applied at the hub
 //	update         the hub changes every work → every one Applied at its new generation
 //	steady         the hub changes -steady-rate works a second for -steady-for
@@ -29,9 +35,9 @@
 //	               (SIGSTOP: its connections open, nothing answering, as a
 //	               network that hangs) for -stall-for and then continued
 //
-// For each it reports the time to converge, works/s, first-status latency
-// (p50, p99, max, from the library's own histogram) and the specs sent
-// again; for each process, its peak resident set and CPU seconds. A table,
+// For each it reports the time to converge, works/s (and its share of
+// raw's), first-status latency (p50, p99, max, from the library's own
+// histogram) and the specs sent again; for each process, its peak resident set and CPU seconds. A table,
 // and with -json one JSON object (lost: the works that did not converge).
 //
 // The harness runs its parts as `fleet hub` and `fleet agents`, the same

@@ -29,6 +29,9 @@ type Phase struct {
 	Works       int     `json:"works"` // that the phase changed
 	Seconds     float64 `json:"seconds"`
 	WorksPerSec float64 `json:"worksPerSec"`
+	// VsRaw is WorksPerSec over the raw phase's, for a phase that sends a
+	// spec and takes a status back per work as raw does.
+	VsRaw float64 `json:"vsRaw,omitempty"`
 	// First-status latency, from the hub's histogram over the phase: an
 	// upper bound of the bucket the quantile falls in, interpolated.
 	P50    float64 `json:"p50"`
@@ -84,8 +87,12 @@ func Print(w io.Writer, r *Result) {
 	fmt.Fprintf(w, "fleet over %s: %d clusters × %d works (%d), one hub, agents in processes of their own\n\n",
 		r.Transport, r.Clusters, r.WorksPerCluster, r.Clusters*r.WorksPerCluster)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "phase\tworks\tseconds\tworks/s\tp50 s\tp99 s\tmax s\tre-sent\twire B/work\tafter s\t")
+	fmt.Fprintln(tw, "phase\tworks\tseconds\tworks/s\tvs raw\tp50 s\tp99 s\tmax s\tre-sent\twire B/work\tafter s\t")
 	for _, p := range r.Phases {
+		vsRaw := ""
+		if p.VsRaw > 0 {
+			vsRaw = fmt.Sprintf("%.0f%%", 100*p.VsRaw)
+		}
 		caught := ""
 		if p.AfterSeconds > 0 {
 			caught = fmt.Sprintf("%.2f", p.AfterSeconds)
@@ -94,7 +101,7 @@ func Print(w io.Writer, r *Result) {
 		if p.WireBytesPerWork > 0 {
 			wire = fmt.Sprint(p.WireBytesPerWork)
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%.2f\t%.0f\t%.3f\t%.3f\t%.3f\t%d\t%s\t%s\t\n", p.Name, p.Works, p.Seconds, p.WorksPerSec, p.P50, p.P99, p.Max, p.Resent, wire, caught)
+		fmt.Fprintf(tw, "%s\t%d\t%.2f\t%.0f\t%s\t%.3f\t%.3f\t%.3f\t%d\t%s\t%s\t\n", p.Name, p.Works, p.Seconds, p.WorksPerSec, vsRaw, p.P50, p.P99, p.Max, p.Resent, wire, caught)
 	}
 	_ = tw.Flush()
 	fmt.Fprintln(w)
