@@ -19,6 +19,7 @@ const (
 	DefaultMaxAge              = 24 * time.Hour
 	DefaultAckWait             = time.Minute
 	DefaultMaxAckPending       = 10_000
+	DefaultMaxConsumers        = 100_000
 	DefaultPullHeartbeat       = 2 * time.Second
 	DefaultConnectTimeout      = 10 * time.Second
 	DefaultReconnectMinBackoff = 100 * time.Millisecond
@@ -65,6 +66,11 @@ type Config struct {
 	// Replicas is how many servers of a cluster keep a stream the transport
 	// creates. Default: 1.
 	Replicas int `json:"replicas,omitempty"`
+	// MaxConsumers is how many consumers a stream the transport creates
+	// allows: a fleet has one per agent and one per source. A stream that
+	// sets none gets its server's default, which nats-server 2.15 made
+	// 1,000. Default: DefaultMaxConsumers.
+	MaxConsumers int `json:"maxConsumers,omitempty"`
 	// AckWait is how long the server waits for a delivered event to be
 	// handled (Delivery.Done) before it delivers it again. Default:
 	// DefaultAckWait.
@@ -155,7 +161,7 @@ func (c Config) Validate() error {
 	for _, n := range []struct {
 		key   string
 		value int
-	}{{"replicas", c.Replicas}, {"maxAckPending", c.MaxAckPending}, {"maxEventBytes", c.MaxEventBytes}} {
+	}{{"replicas", c.Replicas}, {"maxConsumers", c.MaxConsumers}, {"maxAckPending", c.MaxAckPending}, {"maxEventBytes", c.MaxEventBytes}} {
 		if n.value < 0 {
 			errs = append(errs, fmt.Errorf("%s %d: must not be negative", n.key, n.value))
 		}
@@ -188,6 +194,7 @@ func (c Config) withDefaults() Config {
 	options.Default(&c.ConsumerPrefix, DefaultConsumerPrefix)
 	options.Default(&c.MaxAge, options.Duration(DefaultMaxAge))
 	options.Default(&c.Replicas, 1)
+	options.Default(&c.MaxConsumers, DefaultMaxConsumers)
 	options.Default(&c.AckWait, options.Duration(DefaultAckWait))
 	options.Default(&c.MaxAckPending, DefaultMaxAckPending)
 	options.Default(&c.PullHeartbeat, options.Duration(DefaultPullHeartbeat))

@@ -27,6 +27,7 @@ subjectPrefix: fleet.prod
 consumerPrefix: prod
 maxAge: 12h
 replicas: 3
+maxConsumers: 5000
 ackWait: 2m
 maxAckPending: 500
 pullHeartbeat: 5s
@@ -42,7 +43,7 @@ reconnectMaxBackoff: 1m
 	want := nats.Config{
 		URL: "tls://nats-0.example:4222,tls://nats-1.example:4222", TLS: options.TLSConfig{Enabled: true, ServerName: "nats.example"},
 		TokenFile: token, Stream: "FLEET", SubjectPrefix: "fleet.prod", ConsumerPrefix: "prod",
-		MaxAge: options.Duration(12 * time.Hour), Replicas: 3, AckWait: options.Duration(2 * time.Minute),
+		MaxAge: options.Duration(12 * time.Hour), Replicas: 3, MaxConsumers: 5000, AckWait: options.Duration(2 * time.Minute),
 		MaxAckPending: 500, PullHeartbeat: options.Duration(5 * time.Second), MaxEventBytes: 65536, ConnectTimeout: options.Duration(5 * time.Second),
 		ReconnectMinBackoff: options.Duration(time.Second), ReconnectMaxBackoff: options.Duration(time.Minute),
 	}
@@ -60,14 +61,14 @@ func TestConfigValidateReportsEveryProblem(t *testing.T) {
 	err := nats.Config{
 		URL: "http://h:4222", Stream: "a.b", SubjectPrefix: "a.*", ConsumerPrefix: "x y",
 		Username: "u", TokenFile: "/does/not/exist", Password: "p", PasswordFile: "/also/missing",
-		Replicas: -1, AckWait: options.Duration(-time.Second), PullHeartbeat: options.Duration(20 * time.Second),
+		Replicas: -1, MaxConsumers: -2, AckWait: options.Duration(-time.Second), PullHeartbeat: options.Duration(20 * time.Second),
 		ReconnectMinBackoff: options.Duration(time.Minute), ReconnectMaxBackoff: options.Duration(time.Second),
 	}.Validate()
 	if err == nil {
 		t.Fatal("Validate accepted a broken config")
 	}
 	for _, want := range []string{`url "http://h:4222"`, `stream "a.b"`, `subjectPrefix "a.*"`, `consumerPrefix "x y"`,
-		"three ways to authenticate", "password or passwordFile", "tokenFile", "replicas -1", "ackWait -1s",
+		"three ways to authenticate", "password or passwordFile", "tokenFile", "replicas -1", "maxConsumers -2", "ackWait -1s",
 		"pullHeartbeat 20s: want it between 500ms and 15s", "reconnectMinBackoff is above"} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("Validate's error lacks %q:\n%v", want, err)

@@ -22,7 +22,9 @@
 //
 // Specs and statuses go to one stream (Config.Stream, "WORKWIRE" by
 // default), which a transport creates when it is missing: file storage,
-// events kept for Config.MaxAge (a day by default). Send returns once the
+// events kept for Config.MaxAge (a day by default), room for
+// Config.MaxConsumers consumers (100,000 by default; a stream that names
+// no limit gets its server's, 1,000 since nats-server 2.15). Send returns once the
 // stream has stored the event. Each agent reads its cluster's specs, and
 // each source its statuses, through a durable consumer named after it
 // ("workwire_spec_<cluster>", "workwire_status_<source>"): a client that

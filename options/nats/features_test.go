@@ -16,6 +16,7 @@ import (
 
 	"github.com/workwire/sdk-go/internal/testsupport/testcerts"
 	"github.com/workwire/sdk-go/options"
+	"github.com/workwire/sdk-go/options/nats"
 	"github.com/workwire/sdk-go/options/nats/natstest"
 	"github.com/workwire/sdk-go/options/transporttest"
 )
@@ -310,6 +311,43 @@ func specConsumerLeader(t *testing.T, url, stream, cluster, not string) int {
 		case <-ctx.Done():
 			t.Fatalf("the spec consumer is led by %q, want a server other than %s", leader, not)
 		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+// A stream the transport makes holds a consumer per agent of a fleet of
+// more than a thousand clusters: nats-server 2.15 limits a stream that sets
+// no limit of its own to 1,000.
+func TestAStreamHoldsAConsumerPerAgentOfALargeFleet(t *testing.T) {
+	s := natstest.NewServer(t)
+	cfg := isolated(t, s.URL())
+	transporttest.Start(t, newTransport(t, cfg), options.SourceSubscriptions("hub1", nil))
+
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	nc, err := natsgo.Connect(s.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stream, err := js.Stream(ctx, cfg.Stream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := stream.CachedInfo().Config.MaxConsumers; got != nats.DefaultMaxConsumers {
+		t.Errorf("the stream allows %d consumers, want %d", got, nats.DefaultMaxConsumers)
+	}
+	const agents = 1001
+	for i := range agents {
+		if _, err := stream.CreateConsumer(ctx, jetstream.ConsumerConfig{
+			Durable: fmt.Sprintf("agent-%d", i), FilterSubject: fmt.Sprintf("%s.sources.*.clusters.cluster-%d.spec", cfg.SubjectPrefix, i),
+			AckPolicy: jetstream.AckExplicitPolicy,
+		}); err != nil {
+			t.Fatalf("consumer of agent %d: %v", i, err)
 		}
 	}
 }

@@ -363,6 +363,10 @@ func (t *Transport) consume(ctx context.Context, js jetstream.JetStream, subs []
 			cc.InactiveThreshold = time.Minute
 		}
 		cons, err := js.CreateOrUpdateConsumer(ctx, t.cfg.Stream, cc)
+		if errors.Is(err, jetstream.ErrMaximumConsumersLimit) {
+			return fmt.Errorf("consumer %q on %s: %w (one per agent and source: raise the stream's max_consumers, `nats stream edit %s --max-consumers N`, or the servers' default_max_consumers)",
+				cc.Durable, filters[i], err, t.cfg.Stream)
+		}
 		if err != nil {
 			return fmt.Errorf("consumer %q on %s: %w", cc.Durable, filters[i], err)
 		}
@@ -497,13 +501,14 @@ func (t *Transport) ensureStream(ctx context.Context, js jetstream.JetStream) er
 	s, err := js.Stream(ctx, t.cfg.Stream)
 	if errors.Is(err, jetstream.ErrStreamNotFound) {
 		_, err = js.CreateStream(ctx, jetstream.StreamConfig{
-			Name:        t.cfg.Stream,
-			Description: "workwire: specs and statuses",
-			Subjects:    subjects,
-			Retention:   jetstream.LimitsPolicy,
-			MaxAge:      time.Duration(t.cfg.MaxAge),
-			Storage:     jetstream.FileStorage,
-			Replicas:    t.cfg.Replicas,
+			Name:         t.cfg.Stream,
+			Description:  "workwire: specs and statuses",
+			Subjects:     subjects,
+			Retention:    jetstream.LimitsPolicy,
+			MaxAge:       time.Duration(t.cfg.MaxAge),
+			Storage:      jetstream.FileStorage,
+			Replicas:     t.cfg.Replicas,
+			MaxConsumers: t.cfg.MaxConsumers,
 		})
 		if errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
 			return nil // another client created it meanwhile

@@ -284,21 +284,23 @@ func (r Recipe) Config() (string, error) {
 // instead.
 func StreamConfig() string {
 	b, err := json.MarshalIndent(struct {
-		Name        string   `json:"name"`
-		Description string   `json:"description"`
-		Subjects    []string `json:"subjects"`
-		Retention   string   `json:"retention"`
-		MaxAge      int64    `json:"max_age"`
-		Storage     string   `json:"storage"`
-		Replicas    int      `json:"num_replicas"`
+		Name         string   `json:"name"`
+		Description  string   `json:"description"`
+		Subjects     []string `json:"subjects"`
+		Retention    string   `json:"retention"`
+		MaxAge       int64    `json:"max_age"`
+		Storage      string   `json:"storage"`
+		Replicas     int      `json:"num_replicas"`
+		MaxConsumers int      `json:"max_consumers"`
 	}{
-		Name:        nats.DefaultStream,
-		Description: "workwire: specs and statuses",
-		Subjects:    []string{spec("*", "*"), status("*", "*")},
-		Retention:   "limits",
-		MaxAge:      int64(nats.DefaultMaxAge),
-		Storage:     "file",
-		Replicas:    1,
+		Name:         nats.DefaultStream,
+		Description:  "workwire: specs and statuses",
+		Subjects:     []string{spec("*", "*"), status("*", "*")},
+		Retention:    "limits",
+		MaxAge:       int64(nats.DefaultMaxAge),
+		Storage:      "file",
+		Replicas:     1,
+		MaxConsumers: nats.DefaultMaxConsumers,
 	}, "", "  ")
 	if err != nil {
 		panic(err) // a fixed struct of strings and numbers: a bug here
