@@ -3,8 +3,10 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
+	"io/fs"
 	"net"
 	"os"
 	"os/user"
@@ -456,7 +458,6 @@ func (h *harness) hubRestart(updated *atomic.Bool) func(context.Context, hubStat
 		fmt.Fprintf(os.Stderr, "hub-restart    %d Applied: the hub killed\n", s.Applied)
 		old.Kill()
 		h.endedHubs = append(h.endedHubs, old.Process)
-		_ = os.Remove(filepath.Join(h.dir, old.Name+".addr"))
 		p, err := h.startPart(ctx, old.Name, old.args...)
 		if err != nil {
 			return false, err
@@ -526,7 +527,6 @@ func (h *harness) restartAgentHosts(ctx context.Context) (int, error) {
 		h.hostsMu.Lock()
 		h.killed = append(h.killed, old.Process)
 		h.hostsMu.Unlock()
-		_ = os.Remove(filepath.Join(h.dir, old.Name+".addr"))
 		p, err := h.startPart(ctx, old.Name, old.args...)
 		if err != nil {
 			return held, err
@@ -542,6 +542,10 @@ func (h *harness) restartAgentHosts(ctx context.Context) (int, error) {
 // and waits until it serves its control port.
 func (h *harness) startPart(ctx context.Context, name string, args ...string) (*part, error) {
 	addrFile := filepath.Join(h.dir, name+".addr")
+	// A -dir used before holds the address of a part that is gone.
+	if err := os.Remove(addrFile); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return nil, err
+	}
 	full := append(append([]string{args[0]}, h.c.args()...), "-control", addrFile)
 	full = append(full, args[1:]...)
 	p, err := proc.Start(h.dir, name, h.self, full...)

@@ -265,15 +265,7 @@ func specConsumerLeader(t *testing.T, url, stream, cluster, not string) int {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), wait)
 	defer cancel()
-	nc, err := natsgo.Connect(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	nc, js := jetStream(t, url)
 	s, err := js.Stream(ctx, stream)
 	if err != nil {
 		t.Fatal(err)
@@ -325,15 +317,7 @@ func TestAStreamHoldsAConsumerPerAgentOfALargeFleet(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	nc, err := natsgo.Connect(s.URL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, js := jetStream(t, s.URL())
 	stream, err := js.Stream(ctx, cfg.Stream)
 	if err != nil {
 		t.Fatal(err)
@@ -350,4 +334,19 @@ func TestAStreamHoldsAConsumerPerAgentOfALargeFleet(t *testing.T) {
 			t.Fatalf("consumer of agent %d: %v", i, err)
 		}
 	}
+}
+
+// jetStream connects to url, as an administrator would, until t ends.
+func jetStream(t *testing.T, url string) (*natsgo.Conn, jetstream.JetStream) {
+	t.Helper()
+	nc, err := natsgo.Connect(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return nc, js
 }

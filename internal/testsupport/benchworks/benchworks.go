@@ -201,8 +201,11 @@ func Wait(ctx context.Context, w io.Writer, phase string, total int, done func()
 
 // PeakRSS is the process's high-water resident set in bytes (VmHWM, on
 // Linux), 0 where it cannot be read.
-func PeakRSS() int64 {
-	data, err := os.ReadFile("/proc/self/status")
+func PeakRSS() int64 { return PeakRSSOf("self") }
+
+// PeakRSSOf is PeakRSS of the process pid names ("self", or a number).
+func PeakRSSOf(pid string) int64 {
+	data, err := os.ReadFile("/proc/" + pid + "/status")
 	if err != nil {
 		return 0
 	}

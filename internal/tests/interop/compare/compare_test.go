@@ -24,15 +24,7 @@ func TestBothSDKsCompleteEveryPhase(t *testing.T) {
 		t.Run(sdk, func(t *testing.T) {
 			cfg := defaultConfig()
 			cfg.sdk, cfg.works, cfg.clusters, cfg.timeout = sdk, works, clusters, time.Minute
-			res, err := run(ctx, cfg, io.Discard)
-			var out bytes.Buffer
-			if res != nil {
-				res.print(&out)
-			}
-			t.Log(out.String())
-			if err != nil {
-				t.Fatal(err)
-			}
+			res := runAndLog(ctx, t, cfg)
 			if len(res.Phases) != len(phases) {
 				t.Fatalf("%d phases ran, want %d (%v)", len(res.Phases), len(phases), phases)
 			}
@@ -69,15 +61,7 @@ func TestAgentProcessesAreMeasured(t *testing.T) {
 		t.Run(sdk, func(t *testing.T) {
 			cfg := defaultConfig()
 			cfg.sdk, cfg.works, cfg.clusters, cfg.timeout, cfg.agentProcesses = sdk, works, clusters, time.Minute, true
-			res, err := run(ctx, cfg, io.Discard)
-			var out bytes.Buffer
-			if res != nil {
-				res.print(&out)
-			}
-			t.Log(out.String())
-			if err != nil {
-				t.Fatal(err)
-			}
+			res := runAndLog(ctx, t, cfg)
 			if len(res.Phases) != len(processPhases) {
 				t.Fatalf("%d phases ran, want %d (%v)", len(res.Phases), len(processPhases), processPhases)
 			}
@@ -123,4 +107,19 @@ func agentProcessesRunning(t *testing.T) []string {
 		}
 	}
 	return left
+}
+
+// runAndLog runs cfg and logs its table; a run that fails ends the test.
+func runAndLog(ctx context.Context, t *testing.T, cfg config) *Result {
+	t.Helper()
+	res, err := run(ctx, cfg, io.Discard)
+	var out bytes.Buffer
+	if res != nil {
+		res.print(&out)
+	}
+	t.Log(out.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res
 }

@@ -217,14 +217,7 @@ func (p *agentProcesses) stop() {
 
 // procUsage is process pid's VmHWM and its user and system CPU seconds.
 func procUsage(pid int) (peakRSS int64, cpuSeconds float64) {
-	if data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid)); err == nil {
-		for line := range strings.SplitSeq(string(data), "\n") {
-			if rest, ok := strings.CutPrefix(line, "VmHWM:"); ok {
-				kb, _ := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
-				peakRSS = kb << 10
-			}
-		}
-	}
+	peakRSS = benchworks.PeakRSSOf(strconv.Itoa(pid))
 	if data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid)); err == nil {
 		// The fields after the command's name, which is in parentheses
 		// and may hold spaces: utime and stime are the 12th and 13th.
