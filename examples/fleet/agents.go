@@ -74,7 +74,9 @@ func runAgents(ctx context.Context, args []string) error {
 	}
 	mux := http.NewServeMux()
 	mux.Handle("/state", control.Handle(host.state))
-	mux.Handle("/agents", control.Handle(startAgents))
+	if *raw {
+		mux.Handle("/agents", control.Handle(startAgents))
+	}
 	return control.Run(ctx, c.control, control.WithProfiles(mux))
 }
 
