@@ -63,6 +63,9 @@ type rawResult struct {
 // raw sends r.Count spec events and returns once a status came back for
 // each, timed from the first send.
 func (h *hub) raw(ctx context.Context, r rawRequest) (rawResult, error) {
+	if r.Count < 1 {
+		return rawResult{}, fmt.Errorf("count %d: want at least 1", r.Count)
+	}
 	cfg, err := h.c.transportConfig()
 	if err != nil {
 		return rawResult{}, err
@@ -71,7 +74,7 @@ func (h *hub) raw(ctx context.Context, r rawRequest) (rawResult, error) {
 	if err != nil {
 		return rawResult{}, err
 	}
-	statuses := &rawStatuses{seen: make([]atomic.Bool, r.Count), changed: make(chan struct{}, 1)}
+	statuses := &rawStatuses{seen: make([]atomic.Bool, r.Count), all: make(chan struct{})}
 	tr, err := cfg.NewTransport()
 	if err != nil {
 		return rawResult{}, err
@@ -102,22 +105,20 @@ func (h *hub) raw(ctx context.Context, r rawRequest) (rawResult, error) {
 	if err := g.Wait(); err != nil {
 		return rawResult{}, err
 	}
-	for statuses.count.Load() < int64(r.Count) {
-		select {
-		case <-ctx.Done():
-			return rawResult{}, fmt.Errorf("%d of %d raw statuses came back: %w", statuses.count.Load(), r.Count, context.Cause(ctx))
-		case <-statuses.changed:
-		case <-time.After(100 * time.Millisecond):
-		}
+	select {
+	case <-ctx.Done():
+		return rawResult{}, fmt.Errorf("%d of %d raw statuses came back: %w", statuses.count.Load(), r.Count, context.Cause(ctx))
+	case <-statuses.all:
+		return rawResult{Seconds: time.Since(began).Seconds()}, nil
 	}
-	return rawResult{Seconds: time.Since(began).Seconds()}, nil
 }
 
-// rawStatuses counts the raw statuses that came back, each work once.
+// rawStatuses counts the raw statuses that came back, each work once; all
+// closes when every one did.
 type rawStatuses struct {
-	seen    []atomic.Bool
-	count   atomic.Int64
-	changed chan struct{}
+	seen  []atomic.Bool
+	count atomic.Int64
+	all   chan struct{}
 }
 
 func (s *rawStatuses) Deliver(d *options.Delivery) {
@@ -128,10 +129,7 @@ func (s *rawStatuses) Deliver(d *options.Delivery) {
 		return
 	}
 	if s.count.Add(1) == int64(len(s.seen)) {
-		select {
-		case s.changed <- struct{}{}:
-		default:
-		}
+		close(s.all) // once: each work counts once
 	}
 }
 
