@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"math"
 	"os"
@@ -10,6 +11,10 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	workv1 "open-cluster-management.io/api/work/v1"
 
 	"github.com/workwire/sdk-go/examples/fleet/internal/report"
 	"github.com/workwire/sdk-go/internal/testsupport/mosquitto"
@@ -146,5 +151,43 @@ func TestQuantile(t *testing.T) {
 	}
 	if got := quantile(nil, 0.5, 1); got != 0 {
 		t.Errorf("empty: %v", got)
+	}
+}
+
+// updated records the works a hub writes.
+type updated struct {
+	hubWorks
+	works []*workv1.ManifestWork
+}
+
+func (u *updated) update(_ context.Context, w *workv1.ManifestWork) error {
+	u.works = append(u.works, w)
+	return nil
+}
+
+// A change is a new spec whether the work's manifest is as the hub wrote
+// it or as PostgreSQL's jsonb gives it back, and a manifest with nothing
+// to change is an error, not an update that converges at once.
+func TestAChangeChangesTheSpec(t *testing.T) {
+	u := &updated{}
+	h := &hub{works: u}
+	for _, raw := range []string{`{"spec":{"replicas":2}}`, `{"spec": {"replicas": 2}}`} {
+		w := &workv1.ManifestWork{ObjectMeta: metav1.ObjectMeta{Name: "w", Namespace: "c", Generation: 1}}
+		w.Spec.Workload.Manifests = []workv1.Manifest{{RawExtension: runtime.RawExtension{Raw: []byte(raw)}}}
+		if err := h.change(t.Context(), w); err != nil {
+			t.Fatalf("%s: %v", raw, err)
+		}
+		got := u.works[len(u.works)-1].Spec.Workload.Manifests[0].Raw
+		if !strings.Contains(string(got), `"replicas":3`) {
+			t.Errorf("%s changed to %s, want replicas 3", raw, got)
+		}
+		if string(w.Spec.Workload.Manifests[0].Raw) != raw {
+			t.Errorf("the work read was changed in place: %s", w.Spec.Workload.Manifests[0].Raw)
+		}
+	}
+	w := &workv1.ManifestWork{ObjectMeta: metav1.ObjectMeta{Name: "w", Namespace: "c"}}
+	w.Spec.Workload.Manifests = []workv1.Manifest{{RawExtension: runtime.RawExtension{Raw: []byte(`{"kind":"ConfigMap"}`)}}}
+	if err := h.change(t.Context(), w); err == nil {
+		t.Error("a manifest without replicas was changed without an error")
 	}
 }

@@ -240,16 +240,26 @@ func (h *hub) create(ctx context.Context, r createRequest) (none, error) {
 	return none{}, g.Wait()
 }
 
-var replicas = regexp.MustCompile(`"replicas":\d+`)
+// replicas finds a Deployment's replicas in its JSON, as the hub wrote it
+// or as a database that stores JSON values gives it back (PostgreSQL's
+// jsonb puts a space after the colon).
+var replicas = regexp.MustCompile(`"replicas":\s*\d+`)
 
 // change updates w's Deployment (its replicas, from its generation, so
 // that each change is one), a new generation.
 func (h *hub) change(ctx context.Context, w *workv1.ManifestWork) error {
 	w = w.DeepCopy()
 	n := []byte(`"replicas":` + strconv.FormatInt(w.Generation+2, 10))
+	changed := false
 	for i := range w.Spec.Workload.Manifests {
 		m := &w.Spec.Workload.Manifests[i]
-		m.Raw = replicas.ReplaceAll(m.Raw, n)
+		raw := replicas.ReplaceAll(m.Raw, n)
+		changed = changed || !bytes.Equal(raw, m.Raw)
+		m.Raw = raw
+	}
+	if !changed {
+		// An update that changes nothing converges at once and measures nothing.
+		return fmt.Errorf("%s/%s: no manifest has replicas to change", w.Namespace, w.Name)
 	}
 	return h.works.update(ctx, w)
 }
