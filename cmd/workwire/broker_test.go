@@ -2,8 +2,11 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -17,6 +20,7 @@ import (
 
 	"github.com/workwire/sdk-go/internal/testsupport/kubetest"
 	"github.com/workwire/sdk-go/internal/testsupport/pgtest"
+	"github.com/workwire/sdk-go/internal/testsupport/testcerts"
 	"github.com/workwire/sdk-go/options/transporttest"
 	"github.com/workwire/sdk-go/work"
 	"github.com/workwire/sdk-go/work/pgstore"
@@ -52,6 +56,10 @@ func TestTheCommandLine(t *testing.T) {
 			stderr: "-authn cert needs tls.clientCAFile"},
 		{args: []string{"broker", "-config", good, "-kubeconfig", good + ".missing"}, code: 2, stderr: "kubeconfig"},
 		{args: []string{"broker", "-config", good, "-log-format", "xml"}, code: 2, stderr: `-log-format "xml"`},
+		{args: []string{"broker", "-config", good, "-tls-min-version", "VersionTLS11"}, code: 2, stderr: "VersionTLS11: below TLS 1.2, refused"},
+		{args: []string{"broker", "-config", good, "-tls-min-version", "VersionTLS13"}, code: 2, stderr: "certFile and keyFile are required"},
+		{args: []string{"broker", "-config", good, "-tls-profile", good + ".missing"}, code: 2, stderr: "TLS profile"},
+		{args: []string{"broker", "-config", good, "-tls-profile", good}, code: 2, stderr: `unknown field "listenAddress"`},
 	} {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
 			t.Parallel()
@@ -59,6 +67,61 @@ func TestTheCommandLine(t *testing.T) {
 			if code != tc.code || !strings.Contains(stdout, tc.stdout) || !strings.Contains(stderr, tc.stderr) {
 				t.Errorf("exit %d, want %d; stdout (want %q):\n%s\nstderr (want %q):\n%s", code, tc.code, tc.stdout, stdout, tc.stderr, stderr)
 			}
+		})
+	}
+}
+
+// OCM's TLS profile, as a mounted ConfigMap, and OCM's TLS flags refuse
+// the clients below them, the flags over the profile over the file.
+func TestTheTLSProfileAndFlags(t *testing.T) {
+	ca := testcerts.NewCA(t)
+	cert := ca.Server(t, "127.0.0.1")
+	profile := t.TempDir()
+	for k, v := range map[string]string{"minTLSVersion": "VersionTLS12", "cipherSuites": "TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384"} {
+		if err := os.WriteFile(filepath.Join(profile, k), []byte(v), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	config := []string{"tls:", "  certFile: " + cert.CertFile, "  keyFile: " + cert.KeyFile, "  minVersion: \"1.3\""}
+	handshake := func(addr string, c *tls.Config) error {
+		c.RootCAs, c.ServerName, c.NextProtos = ca.Pool(), "127.0.0.1", []string{"h2"}
+		conn, err := tls.Dial("tcp", addr, c)
+		if err == nil {
+			conn.Close()
+		}
+		return err
+	}
+	tls12 := func(suite uint16) *tls.Config {
+		return &tls.Config{MaxVersion: tls.VersionTLS12, CipherSuites: []uint16{suite}}
+	}
+	for _, tc := range []struct {
+		name     string
+		args     []string
+		accepted []*tls.Config
+		refused  []*tls.Config
+	}{
+		{"the file's minimum of 1.3", nil,
+			[]*tls.Config{{MinVersion: tls.VersionTLS13}}, []*tls.Config{tls12(tls.TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384)}},
+		{"the profile's 1.2 and its suite", []string{"-tls-profile", profile},
+			[]*tls.Config{tls12(tls.TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384), {MinVersion: tls.VersionTLS13}}, []*tls.Config{tls12(tls.TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256)}},
+		{"the flags over the profile", []string{"-tls-profile", profile, "-tls-cipher-suites", "TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256"},
+			[]*tls.Config{tls12(tls.TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256)}, []*tls.Config{tls12(tls.TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384)}},
+		{"-tls-min-version over the profile", []string{"-tls-profile", profile, "-tls-min-version", "VersionTLS13"},
+			[]*tls.Config{{MinVersion: tls.VersionTLS13}}, []*tls.Config{tls12(tls.TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384)}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b := startBrokerWith(t, "broker", config, append([]string{"-services", "none", "-authn", "none", "-authz", "none"}, tc.args...)...)
+			for _, c := range tc.accepted {
+				if err := handshake(b.addr, c); err != nil {
+					t.Errorf("a client of TLS %x..%x, suites %x, refused: %v", c.MinVersion, c.MaxVersion, c.CipherSuites, err)
+				}
+			}
+			for _, c := range tc.refused {
+				if err := handshake(b.addr, c); err == nil {
+					t.Errorf("a client of TLS %x..%x, suites %x, accepted", c.MinVersion, c.MaxVersion, c.CipherSuites)
+				}
+			}
+			b.stop(t)
 		})
 	}
 }

@@ -99,7 +99,13 @@ type brokerProc struct {
 // port chosen by the OS) and returns once it is ready.
 func startBroker(t *testing.T, name string, args ...string) *brokerProc {
 	t.Helper()
-	cfg := file(t, name+".yaml", "listenAddress: 127.0.0.1:0", "heartbeatInterval: 1s")
+	return startBrokerWith(t, name, nil, args...)
+}
+
+// startBrokerWith is startBroker with more lines in its config file.
+func startBrokerWith(t *testing.T, name string, config []string, args ...string) *brokerProc {
+	t.Helper()
+	cfg := file(t, name+".yaml", append([]string{"listenAddress: 127.0.0.1:0", "heartbeatInterval: 1s"}, config...)...)
 	p := proctest.Start(t, name, bin, nil, append([]string{"broker", "-config", cfg, "-admin-address", "127.0.0.1:0", "-log-format", "json"}, args...)...)
 	b := &brokerProc{Process: p}
 	deadline := time.Now().Add(2 * time.Minute)

@@ -101,7 +101,10 @@ cert_watch_interval: 1m
 	}
 	for name, tc := range map[string]struct{ yaml, want string }{
 		"both spellings":  {"server_bind_port: 8090\nlistenAddress: \":9090\"\n", "listenAddress and server_bind_port are one setting"},
-		"a TLS version":   {"tls_min_version: 769\n", "tls_min_version 769: want 771 (TLS 1.2) or 772 (TLS 1.3)"},
+		"a TLS version":   {"tls_min_version: 769\n", "tls_min_version 769: below TLS 1.2, refused"},
+		"a TLS name":      {"tls_max_version: VersionTLS10\n", "tls_max_version VersionTLS10: below TLS 1.2, refused"},
+		"no TLS version":  {"tls_min_version: TLS12\n", `tls_min_version "TLS12": want VersionTLS12 or VersionTLS13`},
+		"both suites":     {"cipher_suites: TLS_AES_128_GCM_SHA256\ntls:\n  cipherSuites: [TLS_AES_128_GCM_SHA256]\n", "tls.cipherSuites and cipher_suites are one setting"},
 		"a port":          {"server_bind_port: \"http\"\n", `server_bind_port "http": want a port`},
 		"a duration":      {"server_ping_interval: soon\n", `duration "soon"`},
 		"a misspelt key":  {"server_bind_prot: 8090\n", "server_bind_prot"},
@@ -110,6 +113,109 @@ cert_watch_interval: 1m
 		if _, err := server.LoadConfig(write(tc.yaml)); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: %v, want an error saying %q", name, err, tc.want)
 		}
+	}
+}
+
+// The TLS settings of OCM v1.3's server config (versions by name,
+// cipher_suites) and of v1.2's (versions by number) load as the same
+// settings; as OCM's server does, a minimum of TLS 1.3 leaves out the
+// suites, which TLS 1.3 fixes.
+func TestLoadConfigReadsBothOCMReleasesTLSSettings(t *testing.T) {
+	ca := testcerts.NewCA(t)
+	cert := ca.Server(t, "hub")
+	files := "tls_cert_file: " + cert.CertFile + "\ntls_key_file: " + cert.KeyFile + "\nclient_ca_file: " + ca.CAFile() + "\n"
+	load := func(yaml string) server.TLSConfig {
+		t.Helper()
+		path := filepath.Join(t.TempDir(), "server-config.yaml")
+		if err := os.WriteFile(path, []byte(files+yaml), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		cfg, err := server.LoadConfig(path)
+		if err != nil {
+			t.Fatalf("%s: %v", yaml, err)
+		}
+		return cfg.TLS
+	}
+	suites := []string{"TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256", "TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256"}
+	want := server.TLSConfig{CertFile: cert.CertFile, KeyFile: cert.KeyFile, ClientCAFile: ca.CAFile(), MinVersion: "1.2", MaxVersion: "1.3", CipherSuites: suites}
+	for name, yaml := range map[string]string{
+		"v1.3, names":      "tls_min_version: VersionTLS12\ntls_max_version: VersionTLS13\ncipher_suites: TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256, TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256\n",
+		"v1.3, TLSv names": "tls_min_version: TLSv1.2\ntls_max_version: \"TLSv1.3\"\ncipher_suites: TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256,TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256\n",
+		"v1.2, numbers":    "tls_min_version: 771\ntls_max_version: 772\ntls:\n  cipherSuites: [TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256, TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256]\n",
+	} {
+		if diff := cmp.Diff(want, load(yaml)); diff != "" {
+			t.Errorf("%s loaded as (-want +got):\n%s", name, diff)
+		}
+	}
+	got := load("tls_min_version: VersionTLS13\ncipher_suites: TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256\n")
+	if got.MinVersion != "1.3" || got.CipherSuites != nil {
+		t.Errorf("a minimum of TLS 1.3 with suites loaded as %+v, want 1.3 and no suites", got)
+	}
+}
+
+// OCM's TLS profile ConfigMap reads from where a ConfigMap volume mounts
+// it and from its manifest, and replaces a config's version and suites.
+func TestLoadTLSProfile(t *testing.T) {
+	mounted := t.TempDir()
+	// The kubelet's layout: the keys are links into a dated directory.
+	dated := filepath.Join(mounted, "..2026_12_04_20_00_00.1")
+	if err := os.Mkdir(dated, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for k, v := range map[string]string{"minTLSVersion": "VersionTLS12\n", "cipherSuites": "TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384"} {
+		if err := os.WriteFile(filepath.Join(dated, k), []byte(v), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Symlink(filepath.Join(filepath.Base(dated), k), filepath.Join(mounted, k)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Symlink(filepath.Base(dated), filepath.Join(mounted, "..data")); err != nil {
+		t.Fatal(err)
+	}
+	manifest := filepath.Join(t.TempDir(), "ocm-tls-profile.yaml")
+	if err := os.WriteFile(manifest, []byte(`apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: ocm-tls-profile
+  namespace: open-cluster-management-hub
+data:
+  minTLSVersion: VersionTLS12
+  cipherSuites: TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384
+`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	want := server.TLSProfile{MinVersion: "VersionTLS12", CipherSuites: "TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384"}
+	for _, path := range []string{mounted, manifest} {
+		p, err := server.LoadTLSProfile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p != want {
+			t.Errorf("%s: %+v, want %+v", path, p, want)
+		}
+		c, err := server.TLSConfig{MinVersion: "1.3", MaxVersion: "1.3"}.WithProfile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if diff := cmp.Diff(server.TLSConfig{MinVersion: "1.2", MaxVersion: "1.3", CipherSuites: []string{"TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384"}}, c); diff != "" {
+			t.Errorf("with the profile (-want +got):\n%s", diff)
+		}
+	}
+	bad := filepath.Join(t.TempDir(), "bad.yaml")
+	for yaml, want := range map[string]string{
+		"kind: Secret\ndata: {}\n":                         `kind "Secret": want a ConfigMap`,
+		"kind: ConfigMap\ndata:\n  minTLS: VersionTLS13\n": `key "minTLS"`,
+	} {
+		if err := os.WriteFile(bad, []byte(yaml), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := server.LoadTLSProfile(bad); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%q: %v, want an error saying %q", yaml, err, want)
+		}
+	}
+	if _, err := (server.TLSConfig{}).WithProfile(server.TLSProfile{MinVersion: "VersionTLS11"}); err == nil || !strings.Contains(err.Error(), "below TLS 1.2") {
+		t.Errorf("a profile of TLS 1.1: %v, want it refused", err)
 	}
 }
 
@@ -132,6 +238,10 @@ func TestTheTLSProfileRefusesWeakerClients(t *testing.T) {
 			&tls.Config{MaxVersion: tls.VersionTLS12, CipherSuites: []uint16{tls.TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256}}, true},
 		{"TLS 1.3 beside a TLS 1.2 profile", server.TLSConfig{CipherSuites: []string{"TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384"}},
 			&tls.Config{MinVersion: tls.VersionTLS13}, false},
+		{"TLS 1.2 at OCM's profile of VersionTLS13", ocmProfile(t, server.TLSProfile{MinVersion: "VersionTLS13", CipherSuites: "TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384"}),
+			&tls.Config{MaxVersion: tls.VersionTLS12}, true},
+		{"a suite outside OCM's profile", ocmProfile(t, server.TLSProfile{CipherSuites: "TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384"}),
+			&tls.Config{MaxVersion: tls.VersionTLS12, CipherSuites: []uint16{tls.TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256}}, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			profile := tc.profile
@@ -158,6 +268,15 @@ func TestTheTLSProfileRefusesWeakerClients(t *testing.T) {
 			t.Errorf("Validate: %v, want an error saying %q", err, want)
 		}
 	}
+}
+
+// ocmProfile is the TLS settings of OCM's profile p.
+func ocmProfile(t *testing.T, p server.TLSProfile) server.TLSConfig {
+	c, err := server.TLSConfig{}.WithProfile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
 }
 
 // ListenAndServe listens where the config says: an address taken is its

@@ -10,6 +10,7 @@ import (
 	"context"
 	"errors"
 	"flag"
+	"fmt"
 	"net"
 	"os"
 	"strings"
@@ -74,6 +75,9 @@ type flags struct {
 	adminAddress    string
 	pprof           bool
 	shutdownTimeout time.Duration
+	tlsProfile      string
+	tlsMinVersion   string
+	tlsCipherSuites string
 	logging         cli.Logging
 }
 
@@ -96,6 +100,9 @@ func (f *flags) Register(fs *flag.FlagSet) {
 	fs.StringVar(&f.adminAddress, "admin-address", "127.0.0.1:8080", "address of the admin port: /healthz, /readyz, /metrics, /debug/")
 	fs.BoolVar(&f.pprof, "pprof", false, "serve /debug/pprof/ on the admin port")
 	fs.DurationVar(&f.shutdownTimeout, "shutdown-timeout", 30*time.Second, "how long a drain may take before the broker exits 1")
+	fs.StringVar(&f.tlsProfile, "tls-profile", "", "OCM's TLS profile ConfigMap (ocm-tls-profile: minTLSVersion, cipherSuites), where it is mounted or as a manifest file; its settings replace the config file's")
+	fs.StringVar(&f.tlsMinVersion, "tls-min-version", "", "the lowest TLS version accepted, as OCM's programs take it: VersionTLS12 or VersionTLS13; over -tls-profile and the config file")
+	fs.StringVar(&f.tlsCipherSuites, "tls-cipher-suites", "", "TLS 1.2's cipher suites accepted, comma-separated IANA names, as OCM's programs take them; over -tls-profile and the config file")
 	f.logging.Register(fs)
 }
 
@@ -112,6 +119,9 @@ func (f *flags) Run(ctx context.Context, env *cli.Env) error {
 	}
 	cfg, err := server.LoadConfig(f.config)
 	if err != nil {
+		return cli.UsageError{Err: err}
+	}
+	if cfg.TLS, err = f.tls(cfg.TLS); err != nil {
 		return cli.UsageError{Err: err}
 	}
 	if f.shutdownTimeout <= 0 {
@@ -136,6 +146,31 @@ func (f *flags) Run(ctx context.Context, env *cli.Env) error {
 		return err
 	}
 	return b.run(ctx)
+}
+
+// tls is c with the TLS profile and flags applied, in that order, as OCM's
+// programs apply theirs over their config file, and checked again.
+func (f *flags) tls(c server.TLSConfig) (server.TLSConfig, error) {
+	var err error
+	if f.tlsProfile != "" {
+		p, err := server.LoadTLSProfile(f.tlsProfile)
+		if err != nil {
+			return c, err
+		}
+		if c, err = c.WithProfile(p); err != nil {
+			return c, fmt.Errorf("-tls-profile %s: %w", f.tlsProfile, err)
+		}
+	}
+	if c, err = c.WithProfile(server.TLSProfile{MinVersion: f.tlsMinVersion, CipherSuites: f.tlsCipherSuites}); err != nil {
+		return c, fmt.Errorf("-tls-min-version: %w", err)
+	}
+	if f.tlsProfile == "" && f.tlsMinVersion == "" && f.tlsCipherSuites == "" {
+		return c, nil
+	}
+	if _, err := c.Build(); err != nil {
+		return c, fmt.Errorf("TLS, with -tls-profile, -tls-min-version and -tls-cipher-suites applied: %w", err)
+	}
+	return c, nil
 }
 
 // plan is what the flags ask for, checked.

@@ -50,7 +50,7 @@ var kinds = []kind{
 	newKind("nats", nats.LoadConfig),
 	newKind("pubsub", pubsub.LoadConfig),
 	newKind("broker", server.LoadConfig,
-		"server_bind_port", "tls_cert_file", "tls_key_file", "client_ca_file", "tls_min_version", "tls_max_version",
+		"server_bind_port", "tls_cert_file", "tls_key_file", "client_ca_file", "tls_min_version", "tls_max_version", "cipher_suites",
 		"max_receive_message_size", "server_ping_interval", "server_ping_timeout", "client_min_ping_interval",
 		"max_concurrent_streams", "max_send_message_size", "write_buffer_size", "read_buffer_size",
 		"connection_timeout", "max_connection_age", "permit_ping_without_stream", "cert_watch_interval"),
