@@ -399,11 +399,12 @@ func TestTheKubeClientCreatesTokens(t *testing.T) {
 }
 
 // ManagedClusterAddOns of v1beta1 are carried beside v1alpha1: the agent
-// reads its add-on and reports its status in v1beta1.
+// reads its add-on, which the hub stores as v1alpha1, and reports its
+// status in v1beta1.
 func TestTheAddOnClientsetServesV1beta1(t *testing.T) {
 	forEachHub(t, func(t *testing.T, h *testHub) {
 		ctx := context.Background()
-		if _, err := h.addons.AddonV1beta1().ManagedClusterAddOns("cluster1").Create(ctx, &addonv1beta1.ManagedClusterAddOn{
+		if _, err := h.addons.AddonV1alpha1().ManagedClusterAddOns("cluster1").Create(ctx, &addonv1alpha1.ManagedClusterAddOn{
 			ObjectMeta: metav1.ObjectMeta{Name: "helloworld", Namespace: "cluster1"}}, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
@@ -421,7 +422,7 @@ func TestTheAddOnClientsetServesV1beta1(t *testing.T) {
 			t.Fatalf("update status: %v", err)
 		}
 		eventually(t, "the status on the hub", func() bool {
-			a, err := h.addons.AddonV1beta1().ManagedClusterAddOns("cluster1").Get(ctx, "helloworld", metav1.GetOptions{})
+			a, err := h.addons.AddonV1alpha1().ManagedClusterAddOns("cluster1").Get(ctx, "helloworld", metav1.GetOptions{})
 			return err == nil && meta.IsStatusConditionTrue(a.Status.Conditions, addonv1beta1.ManagedClusterAddOnConditionAvailable)
 		})
 	})

@@ -36,8 +36,10 @@ import (
 // Config says what a Hub runs over.
 type Config struct {
 	// Kube, Cluster and AddOn are the hub's clients of its kube-apiserver,
-	// whose ManagedClusterAddOn CRD serves v1alpha1 and v1beta1 (as OCM
-	// v1.2.0's does). Required.
+	// whose ManagedClusterAddOn CRD serves v1alpha1, as every OCM hub's
+	// does. Agents that speak v1beta1 (OCM v1.3's klusterlet) get add-ons
+	// the Hub converts itself: the CRD needs no conversion webhook.
+	// Required.
 	Kube    kubernetes.Interface
 	Cluster clusterclient.Interface
 	AddOn   addonclient.Interface
@@ -110,7 +112,7 @@ func build(cfg Config) (*Hub, error) {
 	if err != nil {
 		return nil, err
 	}
-	addonsV1beta1, err := kubeservice.NewAddOnsV1beta1(cfg.AddOn, h.addonInf.Addon().V1beta1().ManagedClusterAddOns(), cfg.SourceID, cfg.ServiceOptions...)
+	addonsV1beta1, err := kubeservice.NewAddOnsV1beta1(cfg.AddOn, h.addonInf.Addon().V1alpha1().ManagedClusterAddOns(), cfg.SourceID, cfg.ServiceOptions...)
 	if err != nil {
 		return nil, err
 	}

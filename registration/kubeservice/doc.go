@@ -14,7 +14,10 @@
 //     verified user in CSRUserAnnotation, which approvers decide on.
 //   - Leases: renew those of its namespace.
 //   - Events: create them, update their series.
-//   - ManagedClusterAddOns (v1alpha1 and v1beta1): update their status.
+//   - ManagedClusterAddOns (v1alpha1 and v1beta1): update their status,
+//     or answer a status resync with it. Both versions read one v1alpha1
+//     informer; the v1beta1 Service converts each add-on itself, so no
+//     conversion webhook is needed.
 //   - CertificateSigningRequests of its add-ons (labelled with the add-on's
 //     name): for the signer the add-on's registration names, and the
 //     add-on's own identity on its cluster.

@@ -31,6 +31,9 @@ type Service[T codec.Object] struct {
 	codec    *codec.KubeCodec[T]
 	sourceID string
 	informer cache.SharedIndexInformer // nil for a type the hub never sends
+	// as is an object of the informer as T: itself, or converted from the
+	// version the informer holds.
+	as func(obj any) (T, bool)
 	// write carries out an agent's request: an event of a type the
 	// policy allows, whose object belongs to the cluster it names.
 	write func(ctx context.Context, id server.Identity, t types.EventType, obj T) error
@@ -70,6 +73,13 @@ const (
 
 func newService[T codec.Object](c *codec.KubeCodec[T], sourceID string, informer cache.SharedIndexInformer,
 	write func(context.Context, server.Identity, types.EventType, T) error, opts []Option) (*Service[T], error) {
+	return newConvertingService(c, sourceID, informer, func(obj any) (T, bool) { o, ok := obj.(T); return o, ok }, write, opts)
+}
+
+// newConvertingService is newService over an informer of another version
+// of T's kind, whose objects as converts to T.
+func newConvertingService[T codec.Object](c *codec.KubeCodec[T], sourceID string, informer cache.SharedIndexInformer, as func(any) (T, bool),
+	write func(context.Context, server.Identity, types.EventType, T) error, opts []Option) (*Service[T], error) {
 	if sourceID == "" {
 		return nil, errors.New("new service: sourceID is empty")
 	}
@@ -77,27 +87,33 @@ func newService[T codec.Object](c *codec.KubeCodec[T], sourceID string, informer
 	for _, opt := range opts {
 		opt(&o)
 	}
-	s := &Service[T]{codec: c, sourceID: sourceID, informer: informer, write: write, log: o.log.WithValues("dataType", c.DataType().String()),
+	s := &Service[T]{codec: c, sourceID: sourceID, informer: informer, as: as, write: write, log: o.log.WithValues("dataType", c.DataType().String()),
 		gone: make(map[string]tombstone[T])}
 	if informer == nil {
 		return s, nil
 	}
-	err := informer.AddIndexers(cache.Indexers{
+	// Services of two versions of a kind share one informer, and their
+	// indexes: an object's UID and cluster are the same in every version.
+	indexers := cache.Indexers{
 		byUID: func(obj any) ([]string, error) {
-			if o, ok := obj.(T); ok {
+			if o, ok := as(obj); ok {
 				return []string{string(o.GetUID())}, nil
 			}
 			return nil, nil
 		},
 		byCluster: func(obj any) ([]string, error) {
-			if o, ok := obj.(T); ok {
+			if o, ok := as(obj); ok {
 				if cluster := c.ClusterOf(o); cluster != "" {
 					return []string{cluster}, nil
 				}
 			}
 			return nil, nil
 		},
-	})
+	}
+	for name := range informer.GetIndexer().GetIndexers() {
+		delete(indexers, name)
+	}
+	err := informer.AddIndexers(indexers)
 	if err != nil {
 		return nil, fmt.Errorf("new service of %s: index its informer (add a Service before the informer starts): %w", c.DataType(), err)
 	}
@@ -122,7 +138,11 @@ func (s *Service[T]) Get(_ context.Context, resourceID string) (*cloudevents.Eve
 		}
 		return nil, fmt.Errorf("%s %s: %w", s.codec.DataType(), resourceID, server.ErrNotFound)
 	}
-	return s.encode(objs[0].(T))
+	o, ok := s.as(objs[0])
+	if !ok {
+		return nil, fmt.Errorf("%s %s: %w", s.codec.DataType(), resourceID, server.ErrNotFound)
+	}
+	return s.encode(o)
 }
 
 // List implements server.Service: the objects of opts.ClusterName.
@@ -138,8 +158,12 @@ func (s *Service[T]) List(_ context.Context, opts server.ListOptions) ([]*cloude
 		return nil, err
 	}
 	out := make([]*cloudevents.Event, 0, len(objs))
-	for _, o := range objs {
-		evt, err := s.encode(o.(T))
+	for _, obj := range objs {
+		o, ok := s.as(obj)
+		if !ok {
+			continue
+		}
+		evt, err := s.encode(o)
 		if err != nil {
 			return nil, err
 		}
@@ -168,7 +192,7 @@ func (s *Service[T]) RegisterHandler(h server.EventHandler) {
 		if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 			obj = d.Obj
 		}
-		o, ok := obj.(T)
+		o, ok := s.as(obj)
 		if !ok {
 			return
 		}
@@ -195,7 +219,7 @@ func (s *Service[T]) remember(obj any) {
 	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 		obj = d.Obj
 	}
-	o, ok := obj.(T)
+	o, ok := s.as(obj)
 	if !ok {
 		return
 	}
@@ -232,6 +256,9 @@ func (s *Service[T]) HandleStatusUpdate(ctx context.Context, evt *cloudevents.Ev
 	cluster, _, _ := types.StringExtension(evt, types.ExtClusterName)
 	if owner := s.codec.ClusterOf(obj); owner != cluster {
 		return status.Errorf(codes.InvalidArgument, "event %s: it names cluster %q, but the object %q belongs to cluster %q", evt.ID(), cluster, obj.GetName(), owner)
+	}
+	if t.SubResource == types.SubResourceStatus && t.Action == types.ResyncResponse {
+		t.Action = types.UpdateRequest // how an OCM agent answers a status resync
 	}
 	id, _ := server.IdentityFrom(ctx)
 	if err := s.write(ctx, id, t, obj); err != nil {

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	cloudevents "github.com/cloudevents/sdk-go/v2/event"
+	"github.com/google/go-cmp/cmp"
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/goleak"
 	grpclib "google.golang.org/grpc"
@@ -25,6 +26,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/fake"
 	addonv1alpha1 "open-cluster-management.io/api/addon/v1alpha1"
+	addonv1beta1 "open-cluster-management.io/api/addon/v1beta1"
 	addonclient "open-cluster-management.io/api/client/addon/clientset/versioned"
 	addoninformers "open-cluster-management.io/api/client/addon/informers/externalversions"
 	clusterclient "open-cluster-management.io/api/client/cluster/clientset/versioned"
@@ -32,6 +34,7 @@ import (
 	clusterv1 "open-cluster-management.io/api/cluster/v1"
 
 	"github.com/workwire/sdk-go/codec"
+	"github.com/workwire/sdk-go/generic"
 	"github.com/workwire/sdk-go/generic/types"
 	"github.com/workwire/sdk-go/internal/testsupport/kubetest"
 	"github.com/workwire/sdk-go/options/grpc/grpctest"
@@ -54,6 +57,7 @@ type hub struct {
 	leaseSvc   *kubeservice.Service[*coordinationv1.Lease]
 	eventSvc   *kubeservice.Service[*eventsv1.Event]
 	addonSvc   *kubeservice.Service[*addonv1alpha1.ManagedClusterAddOn]
+	addonBeta  *kubeservice.Service[*addonv1beta1.ManagedClusterAddOn]
 	changes    *changes
 }
 
@@ -87,6 +91,8 @@ func startHub(t *testing.T) *hub {
 	h.eventSvc, err = kubeservice.NewEvents(h.kube, server.DefaultSourceID)
 	must(err)
 	h.addonSvc, err = kubeservice.NewAddOns(h.addons, addonInf.Addon().V1alpha1().ManagedClusterAddOns(), server.DefaultSourceID)
+	must(err)
+	h.addonBeta, err = kubeservice.NewAddOnsV1beta1(h.addons, addonInf.Addon().V1alpha1().ManagedClusterAddOns(), server.DefaultSourceID)
 	must(err)
 	h.leaseSvc.RegisterHandler(h.changes)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -307,6 +313,66 @@ func TestAnAgentReportsItsAddOnStatus(t *testing.T) {
 	foreign.SetExtension(types.ExtClusterName, "cluster2")
 	if err := h.addonSvc.HandleStatusUpdate(ctx, foreign); status.Code(err) != codes.InvalidArgument {
 		t.Errorf("cluster2's event writing cluster1's add-on: %v, want InvalidArgument", err)
+	}
+}
+
+// Over the add-on CRD as OCM installs it (v1alpha1 stored, no conversion
+// webhook), an agent of v1beta1 (OCM v1.3's klusterlet) reads its add-ons'
+// registrations typed, and the status it writes, as a status update or as
+// the answer to a status resync, is stored with them intact.
+func TestAV1beta1AgentsAddOnRegistrationsSurvive(t *testing.T) {
+	h := startHub(t)
+	ctx := asAgent("system:open-cluster-management:cluster1:agent1")
+	created, err := h.addons.AddonV1alpha1().ManagedClusterAddOns("cluster1").Create(context.Background(), &addonv1alpha1.ManagedClusterAddOn{
+		ObjectMeta: metav1.ObjectMeta{Name: "monitoring", Namespace: "cluster1"},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	created.Status.Registrations = []addonv1alpha1.RegistrationConfig{
+		{SignerName: certificatesv1.KubeAPIServerClientSignerName, Subject: addonv1alpha1.Subject{User: "system:open-cluster-management:cluster:cluster1:addon:monitoring:agent:monitoring-agent"}},
+		{SignerName: "example.com/metrics", Subject: addonv1alpha1.Subject{User: "metrics"}},
+	}
+	created.Status.KubeClientDriver = "csr"
+	if _, err := h.addons.AddonV1alpha1().ManagedClusterAddOns("cluster1").UpdateStatus(context.Background(), created, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	var beta *addonv1beta1.ManagedClusterAddOn
+	eventually(t, "the v1beta1 Service to hold the add-on's registrations", func() bool {
+		evt, err := h.addonBeta.Get(context.Background(), string(created.UID))
+		if err != nil {
+			return false
+		}
+		beta, err = generic.Decode(kubeservice.AddOnV1beta1Codec, evt)
+		return err == nil && len(beta.Status.Registrations) == 2
+	})
+	want := []addonv1beta1.RegistrationConfig{
+		{Type: addonv1beta1.KubeClient, KubeClient: &addonv1beta1.KubeClientConfig{
+			Subject: addonv1beta1.KubeClientSubject{BaseSubject: addonv1beta1.BaseSubject{User: "system:open-cluster-management:cluster:cluster1:addon:monitoring:agent:monitoring-agent"}}, Driver: "csr"}},
+		{Type: addonv1beta1.CustomSigner, CustomSigner: &addonv1beta1.CustomSignerConfig{SignerName: "example.com/metrics", Subject: addonv1beta1.Subject{BaseSubject: addonv1beta1.BaseSubject{User: "metrics"}}}},
+	}
+	if diff := cmp.Diff(want, beta.Status.Registrations); diff != "" {
+		t.Errorf("the registrations as v1beta1 (-want +got):\n%s", diff)
+	}
+	for _, action := range []types.Action{types.UpdateRequest, types.ResyncResponse} {
+		meta.SetStatusCondition(&beta.Status.Conditions, metav1.Condition{Type: "Available", Status: metav1.ConditionTrue, Reason: string(action)})
+		if err := h.addonBeta.HandleStatusUpdate(ctx, agentEvent(t, kubeservice.AddOnV1beta1Codec, types.SubResourceStatus, action, beta)); err != nil {
+			t.Fatalf("status %s: %v", action, err)
+		}
+		got, err := h.addons.AddonV1alpha1().ManagedClusterAddOns("cluster1").Get(context.Background(), "monitoring", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c := meta.FindStatusCondition(got.Status.Conditions, "Available"); c == nil || c.Reason != string(action) {
+			t.Errorf("status %s: stored conditions %v", action, got.Status.Conditions)
+		}
+		if diff := cmp.Diff(created.Status.Registrations, got.Status.Registrations); diff != "" || got.Status.KubeClientDriver != "csr" {
+			t.Errorf("status %s: stored registrations (-want +got):\n%s driver %q", action, diff, got.Status.KubeClientDriver)
+		}
+		beta.ResourceVersion = got.ResourceVersion
+	}
+	if err := h.addonBeta.HandleStatusUpdate(ctx, agentEvent(t, kubeservice.AddOnV1beta1Codec, types.SubResourceSpec, types.UpdateRequest, beta)); kubeReason(t, err) != metav1.StatusReasonMethodNotAllowed {
+		t.Errorf("a spec update of an add-on: %v, want MethodNotAllowed", err)
 	}
 }
 

@@ -17,7 +17,6 @@ import (
 	addonv1beta1 "open-cluster-management.io/api/addon/v1beta1"
 	addonclient "open-cluster-management.io/api/client/addon/clientset/versioned"
 	addoninformers "open-cluster-management.io/api/client/addon/informers/externalversions/addon/v1alpha1"
-	addonv1beta1informers "open-cluster-management.io/api/client/addon/informers/externalversions/addon/v1beta1"
 	clusterclient "open-cluster-management.io/api/client/cluster/clientset/versioned"
 	clusterinformers "open-cluster-management.io/api/client/cluster/informers/externalversions/cluster/v1"
 	clusterv1 "open-cluster-management.io/api/cluster/v1"
@@ -161,20 +160,42 @@ func NewAddOns(client addonclient.Interface, informer addoninformers.ManagedClus
 }
 
 // NewAddOnsV1beta1 returns the Service of ManagedClusterAddOns of version
-// v1beta1, beside NewAddOns' v1alpha1 (the kube-apiserver converts between
-// them): an agent may update the status of its cluster's add-ons, nothing
-// else.
-func NewAddOnsV1beta1(client addonclient.Interface, informer addonv1beta1informers.ManagedClusterAddOnInformer, sourceID string, opts ...Option) (*Service[*addonv1beta1.ManagedClusterAddOn], error) {
+// v1beta1, beside NewAddOns' v1alpha1, from the same v1alpha1 informer: it
+// converts each add-on itself (with the API module's conversions, as OCM's
+// webhook does), so a hub serves v1beta1 correctly over the add-on CRD
+// whichever version it stores and whether or not a conversion webhook
+// serves it. An agent may update the status of its cluster's add-ons,
+// nothing else; the status is written as v1alpha1.
+func NewAddOnsV1beta1(client addonclient.Interface, informer addoninformers.ManagedClusterAddOnInformer, sourceID string, opts ...Option) (*Service[*addonv1beta1.ManagedClusterAddOn], error) {
 	if client == nil || informer == nil {
 		return nil, fmt.Errorf("new add-on service (v1beta1): client and informer are required")
 	}
-	return newService(AddOnV1beta1Codec, sourceID, informer.Informer(), func(ctx context.Context, _ server.Identity, t types.EventType, a *addonv1beta1.ManagedClusterAddOn) error {
+	return newConvertingService(AddOnV1beta1Codec, sourceID, informer.Informer(), addOnV1beta1Of, func(ctx context.Context, _ server.Identity, t types.EventType, a *addonv1beta1.ManagedClusterAddOn) error {
 		if t.SubResource != types.SubResourceStatus || t.Action != types.UpdateRequest {
 			return notAllowed(AddOnV1beta1Codec.DataType(), t)
 		}
-		_, err := client.AddonV1beta1().ManagedClusterAddOns(a.Namespace).UpdateStatus(ctx, a, metav1.UpdateOptions{})
+		var alpha addonv1alpha1.ManagedClusterAddOn
+		if err := addonv1beta1.Convert_v1beta1_ManagedClusterAddOn_To_v1alpha1_ManagedClusterAddOn(a, &alpha, nil); err != nil {
+			return apierrors.NewBadRequest(fmt.Sprintf("add-on %s/%s as v1alpha1: %v", a.Namespace, a.Name, err))
+		}
+		alpha.APIVersion = addonv1alpha1.GroupVersion.String()
+		_, err := client.AddonV1alpha1().ManagedClusterAddOns(a.Namespace).UpdateStatus(ctx, &alpha, metav1.UpdateOptions{})
 		return err
 	}, opts)
+}
+
+// addOnV1beta1Of is a v1alpha1 add-on of the informer as v1beta1.
+func addOnV1beta1Of(obj any) (*addonv1beta1.ManagedClusterAddOn, bool) {
+	alpha, ok := obj.(*addonv1alpha1.ManagedClusterAddOn)
+	if !ok {
+		return nil, false
+	}
+	beta := &addonv1beta1.ManagedClusterAddOn{}
+	if err := addonv1beta1.Convert_v1alpha1_ManagedClusterAddOn_To_v1beta1_ManagedClusterAddOn(alpha, beta, nil); err != nil {
+		return nil, false
+	}
+	beta.APIVersion, beta.Kind = addonv1beta1.GroupVersion.String(), "ManagedClusterAddOn"
+	return beta, true
 }
 
 // NewCSRs returns the Service of CertificateSigningRequests: see csr.go.
