@@ -41,7 +41,7 @@ const (
 	hubSecret      = "hub-kubeconfig-secret"
 )
 
-// OCM v1.2.0's klusterlet registration agent, run as OCM deploys it with
+// OCM's klusterlet registration agent, of each release,, run as OCM deploys it with
 // --registration-auth=grpc, joins a workwire hub (registration/hub over a
 // real kube-apiserver, on workwire's gRPC server) with a bootstrap token:
 // its ManagedCluster is created, its CSR of the gRPC signer approved and
@@ -55,7 +55,11 @@ const (
 // add-on's service account as OCM's add-on manager does. One kube-apiserver
 // is both the hub and the managed cluster.
 func TestOCMKlusterletJoinsAWorkwireHub(t *testing.T) {
-	bin := ocmProgram(t, "registration")
+	forEachOCMRelease(t, testOCMKlusterletJoinsAWorkwireHub)
+}
+
+func testOCMKlusterletJoinsAWorkwireHub(t *testing.T, ocm ocmRelease) {
+	bin := ocm.program(t, "registration")
 	cfg := kubetest.Start(t)
 	kubetest.InstallOCMCRDs(t, cfg)
 	kubetest.InstallCRDs(t, cfg, kubetest.ModuleFile(t, kubetest.OCMAPIModule, "cluster/v1alpha1/0000_02_clusters.open-cluster-management.io_clusterclaims.crd.yaml"))
@@ -93,16 +97,17 @@ func TestOCMKlusterletJoinsAWorkwireHub(t *testing.T) {
 
 	// The klusterlet's registration agent, as OCM deploys it for gRPC.
 	hubDir := t.TempDir()
-	agent := startProgram(t, "registration-agent", bin, []string{"CERT_CALLBACK_REFRESH_DURATION=5s"},
+	agent := startProgram(t, "registration-agent", bin, []string{"CERT_CALLBACK_REFRESH_DURATION=5s"}, append([]string{
 		"agent", "--registration-auth=grpc",
-		"--spoke-cluster-name="+cluster, "--agent-id="+agentID,
-		"--kubeconfig="+kubetest.Kubeconfig(t, cfg),
-		"--bootstrap-kubeconfig="+kubetest.Kubeconfig(t, cfg),
-		"--grpc-bootstrap-config="+yamlFile(t, "bootstrap.yaml", "url: "+srv.Addr(), "caFile: "+ca.CAFile(), "token: "+bootstrapToken),
-		"--hub-kubeconfig-dir="+hubDir, "--grpc-config="+hubDir+"/config.yaml",
+		"--spoke-cluster-name=" + cluster, "--agent-id=" + agentID,
+		"--kubeconfig=" + kubetest.Kubeconfig(t, cfg),
+		"--bootstrap-kubeconfig=" + kubetest.Kubeconfig(t, cfg),
+		"--grpc-bootstrap-config=" + yamlFile(t, "bootstrap.yaml", "url: "+srv.Addr(), "caFile: "+ca.CAFile(), "token: "+bootstrapToken),
+		"--hub-kubeconfig-dir=" + hubDir, "--grpc-config=" + hubDir + "/config.yaml",
 		"--addon-kubeclient-registration-auth=token",
 		"--cluster-healthcheck-period=5s",
-		"--disable-leader-election", "--namespace="+agentNamespace, "--listen="+freeListen(t))
+		"--namespace=" + agentNamespace, "--listen=" + freeListen(t)},
+		ifListed(t, bin, "agent", "--disable-leader-election")...)...)
 	procs := []*proctest.Process{agent}
 	started := time.Now()
 
@@ -162,9 +167,9 @@ func TestOCMKlusterletJoinsAWorkwireHub(t *testing.T) {
 	waitFor(t, "the lease renewed", time.Minute, procs, func() bool { return leaseRenewTime(t, kube, cluster).After(renewedAt) })
 
 	// Add-ons: one by a CSR of its own signer, one by a token.
-	//lint:ignore SA1019 OCM v1.2.0's klusterlet reads v1alpha1's signerName
+	//lint:ignore SA1019 the hub's add-ons are v1alpha1, as OCM's admins write them
 	registerAddOn(t, addons, cluster, "helloworld", addonv1alpha1.RegistrationConfig{SignerName: "example.com/helloworld"})
-	//lint:ignore SA1019 OCM v1.2.0's klusterlet reads v1alpha1's signerName
+	//lint:ignore SA1019 the hub's add-ons are v1alpha1, as OCM's admins write them
 	registerAddOn(t, addons, cluster, "tokenaddon", addonv1alpha1.RegistrationConfig{SignerName: certificatesv1.KubeAPIServerClientSignerName})
 
 	addonCA := testcerts.NewCA(t)
@@ -197,6 +202,22 @@ func TestOCMKlusterletJoinsAWorkwireHub(t *testing.T) {
 	if want := "system:serviceaccount:" + cluster + ":tokenaddon-agent"; !review.Status.Authenticated || review.Status.User.Username != want {
 		t.Errorf("the add-on's token authenticates %v as %q, want %q", review.Status.Authenticated, review.Status.User.Username, want)
 	}
+	// What the klusterlet wrote of the add-on's status (in v1beta1 since
+	// OCM v1.3) is stored with the registrations it was given intact.
+	waitFor(t, "the token add-on's driver in its status on the hub", time.Minute, procs, func() bool {
+		a, err := addons.AddonV1alpha1().ManagedClusterAddOns(cluster).Get(ctx, "tokenaddon", metav1.GetOptions{})
+		return err == nil && a.Status.KubeClientDriver == "token"
+	})
+	for name, signer := range map[string]string{"helloworld": "example.com/helloworld", "tokenaddon": certificatesv1.KubeAPIServerClientSignerName} {
+		a, err := addons.AddonV1alpha1().ManagedClusterAddOns(cluster).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		//lint:ignore SA1019 the hub's add-ons are v1alpha1, as OCM's admins write them
+		if len(a.Status.Registrations) != 1 || a.Status.Registrations[0].SignerName != signer {
+			t.Errorf("add-on %s's registrations on the hub: %+v, want one of signer %s", name, a.Status.Registrations, signer)
+		}
+	}
 
 	// Rotation: before its certificate expires, the agent asks for a new
 	// one with its own (the hub approves such renewals), writes it, and
@@ -213,8 +234,8 @@ func TestOCMKlusterletJoinsAWorkwireHub(t *testing.T) {
 	waitFor(t, "the lease renewed after the rotation and the old certificate's expiry", validity+time.Minute, procs, func() bool {
 		return time.Now().After(firstCert.NotAfter) && leaseRenewTime(t, kube, cluster).After(renewedAt)
 	})
-	t.Logf("OCM v1.2.0's klusterlet on a workwire hub: credentials after %s, Joined and Available after %s (the hub accepting it at once), rotated after %s",
-		joined.Round(100*time.Millisecond), available.Round(100*time.Millisecond), rotated.Round(100*time.Millisecond))
+	t.Logf("OCM %s's klusterlet on a workwire hub: credentials after %s, Joined and Available after %s (the hub accepting it at once), rotated after %s",
+		ocm.name, joined.Round(100*time.Millisecond), available.Round(100*time.Millisecond), rotated.Round(100*time.Millisecond))
 }
 
 // nudgeRotations touches the agent's hub secret every two seconds while

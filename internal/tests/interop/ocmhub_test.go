@@ -33,7 +33,7 @@ import (
 	"github.com/workwire/sdk-go/work"
 )
 
-// workwire's agents join OCM v1.2.0's hub: registration/agent and a work
+// workwire's agents join OCM's hub, of each release: registration/agent and a work
 // agent holder against OCM's `server grpc`, run as a process over a real
 // kube-apiserver. The registration agent joins with a service account's
 // token (OCM's server checks it by TokenReview, and every request by
@@ -43,8 +43,10 @@ import (
 // which this test does not run), it renews its lease with its certificate,
 // and the work agent, connected with that certificate, takes a ManifestWork
 // the hub writes and reports it Applied to the hub's kube-apiserver.
-func TestWorkwireAgentsJoinOCMsHub(t *testing.T) {
-	bin := ocmProgram(t, "server")
+func TestWorkwireAgentsJoinOCMsHub(t *testing.T) { forEachOCMRelease(t, testWorkwireAgentsJoinOCMsHub) }
+
+func testWorkwireAgentsJoinOCMsHub(t *testing.T, release ocmRelease) {
+	bin := release.program(t, "server")
 	cfg := kubetest.Start(t)
 	kubetest.InstallOCMCRDs(t, cfg)
 	const cluster, agentName = "cluster1", "agent1"
@@ -70,10 +72,11 @@ func TestWorkwireAgentsJoinOCMsHub(t *testing.T) {
 	if _, err := server.LoadConfig(serverConfig); err != nil {
 		t.Errorf("workwire's server does not load the file OCM's runs with: %v", err)
 	}
-	ocm := startProgram(t, "ocm-grpc-server", bin, nil,
-		"grpc", "--server-config="+serverConfig,
-		"--kubeconfig="+kubetest.Kubeconfig(t, cfg),
-		"--disable-leader-election", "--namespace=open-cluster-management-hub", "--listen="+freeListen(t))
+	ocm := startProgram(t, "ocm-grpc-server", bin, nil, append([]string{
+		"grpc", "--server-config=" + serverConfig,
+		"--kubeconfig=" + kubetest.Kubeconfig(t, cfg),
+		"--namespace=open-cluster-management-hub", "--listen=" + freeListen(t)},
+		ifListed(t, bin, "grpc", "--disable-leader-election")...)...)
 	procs := []*proctest.Process{ocm}
 	addr := net.JoinHostPort("127.0.0.1", port)
 	waitFor(t, "OCM's gRPC server listening", time.Minute, procs, func() bool {
@@ -170,8 +173,8 @@ func TestWorkwireAgentsJoinOCMsHub(t *testing.T) {
 		_, err := works.WorkV1().ManifestWorks(cluster).Get(ctx, w.Name, metav1.GetOptions{})
 		return apierrors.IsNotFound(err) && len(wa.holds()) == 0
 	})
-	t.Logf("workwire's agents on OCM v1.2.0's hub: joined after %s, first work Applied after %s",
-		joined.Round(100*time.Millisecond), firstApplied.Round(10*time.Millisecond))
+	t.Logf("workwire's agents on OCM %s's hub: joined after %s, first work Applied after %s",
+		release.name, joined.Round(100*time.Millisecond), firstApplied.Round(10*time.Millisecond))
 }
 
 // grantAsOCMHub gives the hub's kube-apiserver what OCM's hub gives a

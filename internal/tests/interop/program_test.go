@@ -28,7 +28,7 @@ import (
 	"github.com/workwire/sdk-go/registration/kubeservice"
 )
 
-// OCM v1.2.0's klusterlet joins a hub through the workwire program
+// OCM's klusterlet, of each release, joins a hub through the workwire program
 // (`workwire broker`, cmd/workwire) as an operator runs it: kube Services
 // with registration over a real kube-apiserver, TLS, the agents' CSRs
 // signed with the CA its flags name, bootstrap by a service account token
@@ -36,7 +36,11 @@ import (
 // and renews its lease; the broker's logs name the agent's subscriptions,
 // and SIGTERM ends it with exit status 0.
 func TestOCMKlusterletJoinsThroughTheWorkwireProgram(t *testing.T) {
-	bin := ocmProgram(t, "registration")
+	forEachOCMRelease(t, testOCMKlusterletJoinsThroughTheWorkwireProgram)
+}
+
+func testOCMKlusterletJoinsThroughTheWorkwireProgram(t *testing.T, ocm ocmRelease) {
+	bin := ocm.program(t, "registration")
 	cfg := kubetest.Start(t)
 	kubetest.InstallOCMCRDs(t, cfg)
 	kubetest.InstallCRDs(t, cfg, kubetest.ModuleFile(t, kubetest.OCMAPIModule, "cluster/v1alpha1/0000_02_clusters.open-cluster-management.io_clusterclaims.crd.yaml"))
@@ -70,15 +74,16 @@ func TestOCMKlusterletJoinsThroughTheWorkwireProgram(t *testing.T) {
 		"-bootstrap-groups", "system:serviceaccounts:"+bootstrapNamespace)
 
 	hubDir := t.TempDir()
-	agent := startProgram(t, "registration-agent", bin, nil,
+	agent := startProgram(t, "registration-agent", bin, nil, append([]string{
 		"agent", "--registration-auth=grpc",
-		"--spoke-cluster-name="+cluster, "--agent-id="+agentID,
-		"--kubeconfig="+kubetest.Kubeconfig(t, cfg),
-		"--bootstrap-kubeconfig="+kubetest.Kubeconfig(t, cfg),
-		"--grpc-bootstrap-config="+yamlFile(t, "bootstrap.yaml", "url: "+broker.addr, "caFile: "+ca.CAFile(), "token: "+tr.Status.Token),
-		"--hub-kubeconfig-dir="+hubDir, "--grpc-config="+hubDir+"/config.yaml",
+		"--spoke-cluster-name=" + cluster, "--agent-id=" + agentID,
+		"--kubeconfig=" + kubetest.Kubeconfig(t, cfg),
+		"--bootstrap-kubeconfig=" + kubetest.Kubeconfig(t, cfg),
+		"--grpc-bootstrap-config=" + yamlFile(t, "bootstrap.yaml", "url: "+broker.addr, "caFile: "+ca.CAFile(), "token: "+tr.Status.Token),
+		"--hub-kubeconfig-dir=" + hubDir, "--grpc-config=" + hubDir + "/config.yaml",
 		"--cluster-healthcheck-period=5s",
-		"--disable-leader-election", "--namespace="+agentNamespace, "--listen="+freeListen(t))
+		"--namespace=" + agentNamespace, "--listen=" + freeListen(t)},
+		ifListed(t, bin, "agent", "--disable-leader-election")...)...)
 	procs := []*proctest.Process{agent, broker.Process}
 
 	waitFor(t, "the ManagedCluster", time.Minute, procs, func() bool {

@@ -3,32 +3,78 @@ package interop
 import (
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/workwire/sdk-go/internal/testsupport/proctest"
 )
 
-// EnvOCMPrograms names the directory of OCM v1.2.0's programs —
-// registration, work and server, built from internal/tools/ocmprograms (.ci/run
-// builds them once per version into a cache) — that the tests of this file
-// run as processes beside workwire's. Unset, they skip.
+// EnvOCMPrograms names the directories of OCM's programs, one release
+// each, as a list like $PATH's — registration, work and server, built from
+// internal/tools/ocmprograms/ocm-<version> (.ci/run builds them once per
+// version into a cache, ocm-v1.2.0 and ocm-v1.3.1) — that the tests of this
+// file run as processes beside workwire's, each against every release.
+// Unset, they skip.
 const EnvOCMPrograms = "WORKWIRE_OCM_PROGRAMS"
 
-// ocmProgram returns the path of OCM's program name, or skips t.
-func ocmProgram(t *testing.T, name string) string {
+// ocmRelease is one release of OCM's programs: a directory of
+// EnvOCMPrograms, named by its base name less "ocm-" (v1.3.1).
+type ocmRelease struct{ name, dir string }
+
+// forEachOCMRelease runs test once for each release of OCM's programs, as
+// a subtest named by it, or skips t when none is built.
+func forEachOCMRelease(t *testing.T, test func(t *testing.T, ocm ocmRelease)) {
 	t.Helper()
-	dir := os.Getenv(EnvOCMPrograms)
-	if dir == "" {
-		t.Skipf("OCM's programs are not built: set %s to their directory (.ci/run builds them from internal/tools/ocmprograms)", EnvOCMPrograms)
+	dirs := filepath.SplitList(os.Getenv(EnvOCMPrograms))
+	if len(dirs) == 0 {
+		t.Skipf("OCM's programs are not built: set %s to their directories (.ci/run builds them from internal/tools/ocmprograms)", EnvOCMPrograms)
 	}
-	bin := filepath.Join(dir, name)
+	for _, dir := range dirs {
+		r := ocmRelease{name: strings.TrimPrefix(filepath.Base(dir), "ocm-"), dir: dir}
+		t.Run(r.name, func(t *testing.T) { test(t, r) })
+	}
+}
+
+// program returns the path of the release's program name.
+func (r ocmRelease) program(t *testing.T, name string) string {
+	t.Helper()
+	bin := filepath.Join(r.dir, name)
 	if _, err := os.Stat(bin); err != nil {
-		t.Fatalf("%s names %s: %v", EnvOCMPrograms, dir, err)
+		t.Fatalf("%s names %s: %v", EnvOCMPrograms, r.dir, err)
 	}
 	return bin
+}
+
+// helps holds each program command's --help, by binary and command.
+var helps sync.Map
+
+// ifListed returns those of flags (--name or --name=value) that bin's
+// command lists in its --help: a flag one release has and another dropped
+// (v1.3's server grpc elects no leader, so it has no
+// --disable-leader-election) is passed where it is known.
+func ifListed(t *testing.T, bin, command string, flags ...string) []string {
+	t.Helper()
+	key := bin + " " + command
+	help, ok := helps.Load(key)
+	if !ok {
+		out, err := exec.Command(bin, command, "--help").CombinedOutput()
+		if err != nil {
+			t.Fatalf("%s %s --help: %v\n%s", bin, command, err, out)
+		}
+		help, _ = helps.LoadOrStore(key, string(out))
+	}
+	var out []string
+	for _, f := range flags {
+		name, _, _ := strings.Cut(f, "=")
+		if strings.Contains(help.(string), "  "+name+" ") || strings.Contains(help.(string), "  "+name+"\n") {
+			out = append(out, f)
+		}
+	}
+	return out
 }
 
 // startProgram runs bin with args, and extra environment env, until t

@@ -30,7 +30,7 @@ import (
 	"github.com/workwire/sdk-go/work/kubeservice"
 )
 
-// OCM v1.2.0's work agent, run as a process as the klusterlet deploys it,
+// OCM's work agent, of each release, run as a process as the klusterlet deploys it,
 // takes works from workwire: over gRPC from workwire's broker with the
 // ManifestWork Service over the hub's kube-apiserver (the hub controller
 // writes works there), and over MQTT from a workwire hub holder (the hub
@@ -40,7 +40,11 @@ import (
 // the Deployment and, after the agent's Deleted, the work. One
 // kube-apiserver is both the hub and the managed cluster.
 func TestOCMWorkAgentTakesWorksFromWorkwire(t *testing.T) {
-	bin := ocmProgram(t, "work")
+	forEachOCMRelease(t, testOCMWorkAgentTakesWorksFromWorkwire)
+}
+
+func testOCMWorkAgentTakesWorksFromWorkwire(t *testing.T, ocm ocmRelease) {
+	bin := ocm.program(t, "work")
 	const cluster = "cluster1"
 	t.Run("grpc", func(t *testing.T) {
 		cfg := workCluster(t, cluster)
@@ -89,11 +93,12 @@ func workCluster(t *testing.T, cluster string) *rest.Config {
 // its works from driver's broker as config says.
 func startWorkAgent(t *testing.T, bin string, cfg *rest.Config, cluster, driver, config string) *proctest.Process {
 	t.Helper()
-	return startProgram(t, "work-agent-"+driver, bin, nil,
-		"agent", "--spoke-cluster-name="+cluster, "--cloudevents-client-id="+cluster+"-work-agent",
-		"--workload-source-driver="+driver, "--workload-source-config="+config,
-		"--kubeconfig="+kubetest.Kubeconfig(t, cfg), "--status-sync-interval=1s",
-		"--disable-leader-election", "--namespace="+agentNamespace, "--listen="+freeListen(t))
+	return startProgram(t, "work-agent-"+driver, bin, nil, append([]string{
+		"agent", "--spoke-cluster-name=" + cluster, "--cloudevents-client-id=" + cluster + "-work-agent",
+		"--workload-source-driver=" + driver, "--workload-source-config=" + config,
+		"--kubeconfig=" + kubetest.Kubeconfig(t, cfg), "--status-sync-interval=1s",
+		"--namespace=" + agentNamespace, "--listen=" + freeListen(t)},
+		ifListed(t, bin, "agent", "--disable-leader-election")...)...)
 }
 
 // driveOCMWorkAgent creates, updates and deletes a work of a Deployment
@@ -148,7 +153,7 @@ func driveOCMWorkAgent(t *testing.T, works workv1client.ManifestWorkInterface, k
 		_, err := works.Get(ctx, "web", metav1.GetOptions{})
 		return apierrors.IsNotFound(err)
 	})
-	t.Logf("OCM v1.2.0's work agent: first work applied with its feedback after %s, an update after %s, a delete done after %s",
+	t.Logf("OCM's work agent: first work applied with its feedback after %s, an update after %s, a delete done after %s",
 		firstApplied.Round(10*time.Millisecond), updateApplied.Round(10*time.Millisecond), time.Since(deleted).Round(10*time.Millisecond))
 }
 
