@@ -26,7 +26,9 @@ const EnvOCMPrograms = "WORKWIRE_OCM_PROGRAMS"
 type ocmRelease struct{ name, dir string }
 
 // forEachOCMRelease runs test once for each release of OCM's programs, as
-// a subtest named by it, or skips t when none is built.
+// parallel subtests named by it (each has its kube-apiservers and
+// processes; they spend their time waiting on OCM's programs), or skips t
+// when none is built.
 func forEachOCMRelease(t *testing.T, test func(t *testing.T, ocm ocmRelease)) {
 	t.Helper()
 	dirs := filepath.SplitList(os.Getenv(EnvOCMPrograms))
@@ -35,7 +37,10 @@ func forEachOCMRelease(t *testing.T, test func(t *testing.T, ocm ocmRelease)) {
 	}
 	for _, dir := range dirs {
 		r := ocmRelease{name: strings.TrimPrefix(filepath.Base(dir), "ocm-"), dir: dir}
-		t.Run(r.name, func(t *testing.T) { test(t, r) })
+		t.Run(r.name, func(t *testing.T) {
+			t.Parallel()
+			test(t, r)
+		})
 	}
 }
 
