@@ -129,7 +129,14 @@ func TestPubSubWithOCMPeers(t *testing.T) {
 		})
 		r := newRun(t, h, cluster, func(t *testing.T) agent { return startOCMAgent(t, ocmPubSubOptions(t, agentFile), cluster) })
 		r.lifecycle(size(t, 300))
-		if d := hubDrops.dropped(); len(d) != 0 {
+		// The update such an answer overtook arrives after it under an
+		// older ID, and is dropped as out of order: that is the race above,
+		// healed by the resync (the lifecycle converged). Nothing else may
+		// be dropped.
+		d := hubDrops.dropped()
+		t.Logf("the workwire hub dropped %d updates an OCM agent's resync answer overtook", d[generic.DropOutOfOrder])
+		delete(d, generic.DropOutOfOrder)
+		if len(d) != 0 {
 			t.Errorf("the workwire hub dropped events: %v", d)
 		}
 		t.Logf("the workwire hub sent %d specs again", hubDrops.resends())
