@@ -111,7 +111,7 @@ func manifestData(path string) (map[string]string, error) {
 // fixed), the cipher suites. A profile below TLS 1.2 is refused.
 func (c TLSConfig) WithProfile(p TLSProfile) (TLSConfig, error) {
 	if p.MinVersion != "" {
-		v, err := ocmTLSVersion("minTLSVersion", p.MinVersion)
+		v, err := ocmTLSVersion("minimum TLS version", p.MinVersion)
 		if err != nil {
 			return c, err
 		}
